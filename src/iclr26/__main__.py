@@ -1,0 +1,94 @@
+"""Command line of the pipeline's jobs (the Snakemake rules call it; so can a user).
+
+    python -m iclr26 acquire  --paper P --scale tiny --dataset D
+    python -m iclr26 prepare  --paper P --scale tiny --dataset D
+    python -m iclr26 train    --paper P --scale tiny --method M --seeds s0
+    python -m iclr26 evaluate --paper P --scale tiny --method M --seeds s0
+    python -m iclr26 tabulate --paper P --scale tiny --evals runs/.../eval.json ... --out results/P
+    python -m iclr26 claims   --inputs results/*/claims.json --out results/claims.md
+    python -m iclr26 report   --papers P1 P2 --out results/report.html
+    python -m iclr26 config   --paper P --scale tiny        # print the resolved job config
+
+Any `--override key=value` is a Hydra override of the job config. Errors print one line.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m iclr26")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def job_args(p, *, dataset=False, method=False):
+        p.add_argument("--paper", required=True)
+        p.add_argument("--scale", default="tiny")
+        p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+        p.add_argument("--seed-list", default=None, help="comma-separated seeds replacing the paper's own")
+        if dataset:
+            p.add_argument("--dataset", required=True)
+        if method:
+            p.add_argument("--method", required=True)
+            p.add_argument("--seeds", required=True, help="seed block, e.g. s0 or s0-7")
+
+    for name in ("acquire", "prepare"):
+        job_args(sub.add_parser(name), dataset=True)
+    for name in ("train", "evaluate"):
+        job_args(sub.add_parser(name), method=True)
+    tab = sub.add_parser("tabulate")
+    job_args(tab)
+    tab.add_argument("--evals", nargs="+", required=True)
+    tab.add_argument("--out", required=True)
+    claims = sub.add_parser("claims")
+    claims.add_argument("--inputs", nargs="+", required=True)
+    claims.add_argument("--out", required=True)
+    report = sub.add_parser("report")
+    report.add_argument("--papers", nargs="+", required=True)
+    report.add_argument("--results", default="results")
+    report.add_argument("--out", required=True)
+    show = sub.add_parser("config")
+    job_args(show)
+    return parser
+
+
+def main(argv=None) -> int:
+    from iclr26.core.errors import PipelineError
+
+    args = _parser().parse_args(argv)
+    seeds = [int(s) for s in args.seed_list.split(",")] if getattr(args, "seed_list", None) else None
+    try:
+        if args.command in ("acquire", "prepare", "train", "evaluate"):
+            from iclr26.core.job import run_stage
+
+            run_stage(args.command, args.paper, args.scale, args.override, seeds,
+                      dataset=getattr(args, "dataset", None), method=getattr(args, "method", None),
+                      seed_block=getattr(args, "seeds", None))
+        elif args.command == "tabulate":
+            from iclr26.core.tabulate import tabulate_paper
+
+            tabulate_paper(args.paper, args.scale, args.override, seeds, args.evals, args.out)
+        elif args.command == "claims":
+            from iclr26.core.claims import write_claims_summary
+
+            write_claims_summary(args.inputs, args.out)
+        elif args.command == "report":
+            from iclr26.core.report import write_report
+
+            write_report(args.papers, args.results, args.out)
+        elif args.command == "config":
+            import yaml
+
+            from iclr26.core.config import compose_job_config
+
+            print(yaml.safe_dump(compose_job_config(args.paper, args.scale, tuple(args.override), seeds),
+                                 sort_keys=False), end="")
+    except (PipelineError, FileNotFoundError) as err:
+        message = err
+        print(f"iclr26 {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

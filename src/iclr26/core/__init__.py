@@ -1,0 +1,1 @@
+"""What every paper shares: config, io, acquisition, training support, statistics, claims, tables."""

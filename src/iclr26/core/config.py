@@ -1,0 +1,143 @@
+"""Configuration: the workflow's `config/config.yaml` and each job's Hydra-composed config.
+
+Two layers, kept apart on purpose:
+- the workflow config (scale, papers, seeds, overrides) chooses *what runs*; it is validated
+  against `workflow/schemas/config.schema.yaml` before any job starts;
+- the job config is composed by Hydra from `config/hydra/`: `job.yaml` + `paper/<slug>` +
+  `scale/<scale>` + `paper_scale/<slug>/<scale>` + the user's overrides. It says *how* a job runs
+  and is saved beside every output.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+HYDRA_DIR = REPO_ROOT / "config" / "hydra"
+SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
+SCALES = ("smoke", "tiny", "full")
+
+
+from .errors import ConfigError  # noqa: E402  (re-exported: callers import it from here)
+
+
+# ----------------------------------------------------------------------------- workflow config
+def _describe(path: Sequence[Any]) -> str:
+    return ".".join(str(p) for p in path) or "<config>"
+
+
+def validate_workflow_config(config: dict, implemented: Iterable[str], schema_path=SCHEMA_PATH) -> dict:
+    """Validate and fill defaults of the workflow config; raise ConfigError with one line."""
+    import jsonschema
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    implemented = list(implemented)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(e.path)))
+    if errors:
+        err = errors[0]
+        key = _describe(err.absolute_path)
+        if err.validator == "required":
+            missing = err.message.split("'")[1]
+            raise ConfigError(f"config key '{missing}' is missing (required by {schema_path.name})")
+        if err.validator == "enum":
+            raise ConfigError(
+                f"config key '{key}' = {err.instance!r} is not allowed; allowed: {', '.join(map(str, err.validator_value))}"
+            )
+        if err.validator == "additionalProperties":
+            allowed = ", ".join(sorted(err.schema.get("properties", {})))
+            raise ConfigError(f"config has unknown key(s) at '{key}': {err.message}; allowed keys: {allowed}")
+        raise ConfigError(f"config key '{key}' = {err.instance!r}: {err.message}")
+
+    filled = dict(config)
+    for name, spec in schema.get("properties", {}).items():
+        if name not in filled and "default" in spec:
+            filled[name] = spec["default"]
+    papers = filled.get("papers") or implemented
+    unknown = [p for p in papers if p not in implemented]
+    if unknown:
+        raise ConfigError(
+            f"config key 'papers' names unknown paper {unknown[0]!r}; implemented: {', '.join(implemented)}"
+        )
+    filled["papers"] = list(papers)
+    return filled
+
+
+def split_overrides(overrides: Iterable[str], slug: str) -> list[str]:
+    """Overrides for one paper: 'key=value' applies to every paper, 'slug:key=value' to one."""
+    chosen = []
+    for item in overrides:
+        head, sep, rest = item.partition(":")
+        if sep and "=" not in head:
+            if head == slug:
+                chosen.append(rest)
+        else:
+            chosen.append(item)
+    return chosen
+
+
+# ----------------------------------------------------------------------------- job config (Hydra)
+@functools.lru_cache(maxsize=256)
+def _compose(slug: str, scale: str, overrides: tuple[str, ...]) -> str:
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    if scale not in SCALES:
+        raise ConfigError(f"config key 'scale' = {scale!r} is not allowed; allowed: {', '.join(SCALES)}")
+    with initialize_config_dir(config_dir=str(HYDRA_DIR), version_base="1.3", job_name=slug):
+        try:
+            cfg = compose(config_name="job", overrides=[f"paper={slug}", f"scale={scale}", *overrides])
+            OmegaConf.resolve(cfg)
+        except (HydraException, OmegaConfBaseException) as err:
+            first = str(err).strip().splitlines()[0]
+            raise ConfigError(f"paper {slug} ({scale}): bad override or config: {first}") from None
+    return OmegaConf.to_yaml(cfg)
+
+
+def compose_job_config(slug: str, scale: str, overrides: Sequence[str] = (), seeds=None):
+    """The resolved job config of one paper at one scale, as a plain dict.
+
+    `seeds` (from the workflow config) replaces the paper's own seed list when given.
+    """
+    extra = tuple(overrides)
+    if seeds:
+        extra += (f"seeds=[{','.join(str(int(s)) for s in seeds)}]",)
+    return yaml.safe_load(_compose(slug, scale, extra))
+
+
+def config_digest(cfg: Any) -> str:
+    """A short stable hash of a config, for Snakemake params (a changed config reruns the job)."""
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def seed_blocks(seeds: Sequence[int], batch: int) -> list[str]:
+    """Group seeds into jobs. batch=1 gives one job per seed ('s3'); larger batches one job per
+    block ('s0-7' for a contiguous block, 's1_4_9' otherwise), for papers that vectorise seeds."""
+    seeds = [int(s) for s in seeds]
+    blocks = [seeds[i : i + max(1, batch)] for i in range(0, len(seeds), max(1, batch))]
+    names = []
+    for block in blocks:
+        if len(block) == 1:
+            names.append(f"s{block[0]}")
+        elif block == list(range(block[0], block[-1] + 1)):
+            names.append(f"s{block[0]}-{block[-1]}")
+        else:
+            names.append("s" + "_".join(map(str, block)))
+    return names
+
+
+def parse_seed_block(name: str) -> list[int]:
+    if not name.startswith("s"):
+        raise ConfigError(f"seed block {name!r} must start with 's'")
+    body = name[1:]
+    if "-" in body:
+        lo, hi = body.split("-")
+        return list(range(int(lo), int(hi) + 1))
+    return [int(s) for s in body.split("_")]

@@ -1,0 +1,182 @@
+"""One pipeline job: what a paper's stage function receives, and the code that runs it.
+
+Paths (relative to the working directory, which is the repo root under Snakemake and DVC):
+    data/<scale>/<paper>/raw/<dataset>/        acquire  -> files + manifest.json
+    data/<scale>/<paper>/prepared/<dataset>/   prepare  -> files + manifest.json
+    runs/<scale>/<paper>/<method>/<seeds>/     train    -> metrics.json (+ checkpoint.pt while running)
+                                               evaluate -> eval.json
+A stage function writes its files into `job.out_dir`; this module writes the manifest or metrics
+file last and atomically, so its presence means the stage finished.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .checkpoint import Checkpointer
+from .config import ConfigError, compose_job_config, parse_seed_block
+from .io import atomic_write, read_json, write_json
+from .paper import Paper, get_paper
+from .provenance import provenance
+
+
+def data_dir(scale: str, slug: str, kind: str, dataset: str) -> Path:
+    return Path("data") / scale / slug / kind / dataset
+
+
+def run_dir(scale: str, slug: str, method: str, seeds: str) -> Path:
+    return Path("runs") / scale / slug / method / seeds
+
+
+@dataclass
+class Job:
+    paper: Paper
+    cfg: dict
+    stage: str
+    out_dir: Path
+    dataset: str | None = None
+    method: str | None = None
+    seeds: list[int] = field(default_factory=list)
+    _last_log: float = 0.0
+
+    @property
+    def scale(self) -> str:
+        return self.cfg["scale"]
+
+    def raw_dir(self, dataset: str | None = None) -> Path:
+        return data_dir(self.scale, self.paper.slug, "raw", dataset or self.dataset)
+
+    def prepared_dir(self, dataset: str | None = None) -> Path:
+        return data_dir(self.scale, self.paper.slug, "prepared", dataset or self.dataset)
+
+    def checkpointer(self, every: int | None = None) -> Checkpointer:
+        every = self.cfg.get("train", {}).get("checkpoint_every", 0) if every is None else every
+        return Checkpointer(self.out_dir, every).handle_sigterm()
+
+    def log(self, message: str, every_s: float = 0.0) -> None:
+        """Progress line on stderr (Snakemake and Slurm keep it in the job log); rate-limited."""
+        now = time.monotonic()
+        if every_s and now - self._last_log < every_s:
+            return
+        self._last_log = now
+        tag = "/".join(x for x in (self.paper.slug, self.stage, self.dataset, self.method) if x)
+        print(f"[{tag}] {message}", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- runner
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_manifest(directory: Path) -> dict[str, dict]:
+    files = {}
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and path.name != "manifest.json" and not path.name.startswith("."):
+            files[str(path.relative_to(directory))] = {"sha256": _sha256(path), "bytes": path.stat().st_size}
+    return files
+
+
+def _save_config(job: Job) -> None:
+    atomic_write(job.out_dir / f"{job.stage}.config.yaml", yaml.safe_dump(job.cfg, sort_keys=False))
+
+
+def run_stage(
+    stage: str,
+    slug: str,
+    scale: str,
+    overrides=(),
+    seeds_override=None,
+    dataset: str | None = None,
+    method: str | None = None,
+    seed_block: str | None = None,
+) -> Path:
+    """Compose the config, run one stage of one paper, write its completion file; return its path."""
+    paper = get_paper(slug)
+    cfg = compose_job_config(slug, scale, tuple(overrides), seeds_override)
+    threads = int(os.environ.get("ICLR26_THREADS", cfg.get("threads", 1)))
+    if stage in ("acquire", "prepare"):
+        out_dir = data_dir(scale, slug, "raw" if stage == "acquire" else "prepared", dataset)
+        done = out_dir / "manifest.json"
+    else:
+        out_dir = run_dir(scale, slug, method, seed_block)
+        done = out_dir / ("metrics.json" if stage == "train" else "eval.json")
+    if method is not None and method not in paper.methods:
+        raise ConfigError(f"paper {slug}: unknown method {method!r}; methods: {', '.join(paper.methods)}")
+    if dataset is not None and dataset not in paper.datasets:
+        raise ConfigError(f"paper {slug}: unknown dataset {dataset!r}; datasets: {', '.join(paper.datasets)}")
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seeds = parse_seed_block(seed_block) if seed_block else []
+    job = Job(paper=paper, cfg=cfg, stage=stage, out_dir=out_dir, dataset=dataset, method=method, seeds=seeds)
+    _limit_threads(threads)
+    stage_fn = paper.stage(stage)  # imports the paper's stage module (and torch, if it uses it)
+    _configure_torch(threads)
+    _save_config(job)
+    started = time.time()
+    job.log("start")
+    result = stage_fn(job) or {}
+    elapsed = round(time.time() - started, 3)
+    meta = provenance(stage=stage, paper=slug, scale=scale, dataset=dataset, method=method, seeds=seeds,
+                      wall_seconds=elapsed, threads=threads)
+    if stage in ("acquire", "prepare"):
+        write_json(done, {"files": file_manifest(out_dir), "info": result, "provenance": meta, "config": cfg})
+    else:
+        write_json(done, {**result, "provenance": meta, "config": cfg})
+    job.log(f"done in {elapsed:.1f}s")
+    return done
+
+
+def _limit_threads(threads: int) -> None:
+    # set before numpy/torch start their thread pools; one job per core is Snakemake's business
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+
+
+def _configure_torch(threads: int) -> None:
+    if "torch" in sys.modules:  # never import torch for a stage that does not use it (2 s)
+        import torch
+
+        torch.set_num_threads(threads)
+        torch.set_flush_denormal(True)  # denormals slow small-std inits 10x on CPU
+
+
+def load_records(eval_files) -> list[dict[str, Any]]:
+    """The per-seed records of several eval.json files, each tagged with its method."""
+    records = []
+    for path in eval_files:
+        payload = read_json(path)
+        method = payload["provenance"]["method"]
+        for record in payload.get("records", []):
+            records.append({"method": method, **record})
+    return records
+
+
+def run_paper(slug: str, scale: str, overrides=(), seeds=None, methods=None) -> list[Path]:
+    """Run every stage of one paper in this process, without Snakemake (tests, notebooks).
+
+    Returns the eval.json paths. Same files, same layout as the workflow produces.
+    """
+    from .config import seed_blocks
+
+    paper = get_paper(slug)
+    cfg = compose_job_config(slug, scale, tuple(overrides), seeds)
+    for dataset in paper.datasets:
+        for stage in ("acquire", "prepare"):
+            run_stage(stage, slug, scale, overrides, seeds, dataset=dataset)
+    evals = []
+    for method in methods or paper.methods:
+        for block in seed_blocks(cfg["seeds"], cfg.get("seed_batch", 1)):
+            run_stage("train", slug, scale, overrides, seeds, method=method, seed_block=block)
+            evals.append(run_stage("evaluate", slug, scale, overrides, seeds, method=method, seed_block=block))
+    return evals

@@ -1,0 +1,62 @@
+"""A paper's declaration, and discovery of every paper folder under `iclr26.papers`.
+
+A paper folder's `__init__.py` holds one `PAPER = Paper(...)`. It must stay cheap to import:
+Snakemake imports every declaration when it builds the DAG, so the heavy stage code lives in
+the module named by `stages` and is imported only inside a job.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from .errors import ConfigError
+
+STAGES = ("acquire", "prepare", "train", "evaluate")
+
+
+@dataclass(frozen=True)
+class Paper:
+    slug: str
+    title: str
+    methods: tuple[str, ...]          # the rows of the paper's table, in order
+    datasets: tuple[str, ...]         # one acquire + prepare job each
+    stages: str                       # module with acquire/prepare/train/evaluate (+ figures)
+    arxiv: str | None = None
+    openreview: str | None = None
+    code: str | None = None           # official repository, where one exists
+    gpu_stages: tuple[str, ...] = field(default=("train", "evaluate"))
+
+    def module(self) -> ModuleType:
+        return importlib.import_module(self.stages)
+
+    def stage(self, name: str):
+        module = self.module()
+        if not hasattr(module, name):
+            raise AttributeError(f"paper {self.slug}: stage module {self.stages} has no {name}()")
+        return getattr(module, name)
+
+
+@functools.lru_cache(maxsize=1)
+def all_papers() -> dict[str, Paper]:
+    """Every paper folder that declares PAPER, keyed by slug, in slug order."""
+    import iclr26.papers as package
+
+    found = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        paper = getattr(module, "PAPER", None)
+        if isinstance(paper, Paper):
+            if paper.slug != info.name:
+                raise ValueError(f"paper folder {info.name} declares slug {paper.slug!r}")
+            found[paper.slug] = paper
+    return dict(sorted(found.items()))
+
+
+def get_paper(slug: str) -> Paper:
+    papers = all_papers()
+    if slug not in papers:
+        raise ConfigError(f"unknown paper {slug!r}; implemented: {', '.join(papers)}")
+    return papers[slug]

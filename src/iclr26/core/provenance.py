@@ -1,0 +1,53 @@
+"""Provenance stamped into every result: git commit, package versions, machine, time."""
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+KEY_PACKAGES = (
+    "torch", "transformers", "accelerate", "numpy", "scipy", "pandas", "gymnasium",
+    "hydra-core", "omegaconf", "snakemake", "dvc",
+)
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    """The commit of the checkout, with '+dirty' when tracked files differ from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+@functools.lru_cache(maxsize=1)
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in KEY_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def provenance(**extra) -> dict:
+    return {
+        "git_commit": git_commit(),
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "machine": f"{platform.system()} {platform.machine()}",
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **extra,
+    }
