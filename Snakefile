@@ -1,0 +1,24 @@
+# iclr26: regenerate the headline tables of ICLR 2026 papers.
+#   snakemake --cores 2 all                          tiny scale, CPU, no network (the default)
+#   snakemake --profile slurm all --config scale=full   the papers' setting on a Slurm GPU cluster
+# Five generic stages per paper (acquire, prepare, train, evaluate, tabulate); no rule names a paper.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/model.smk"
+include: "workflow/rules/results.smk"
+
+
+rule all:
+    input:
+        expand("results/{paper}/{name}", paper=PAPERS, name=TABLE_FILES),
+        "results/claims.md",
+        "results/report.html",
+    default_target: True

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Everything a fresh machine needs: a virtualenv in .venv with the pinned packages and this
+# project (editable). Safe to rerun: it reinstalls only when requirements.txt or pyproject.toml
+# change. Use PYTHON=/path/to/python3.11 to choose the interpreter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv with $($python --version)"
+  "$python" -m venv .venv
+fi
+
+stamp=.venv/.iclr26-setup
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "[setup] installing pinned packages (first time: several minutes, torch is large)"
+  .venv/bin/pip install --disable-pip-version-check -q -r requirements.txt
+  .venv/bin/pip install --disable-pip-version-check -q --no-deps -e .
+  echo "$want" > "$stamp"
+fi
+echo "[setup] ready: $(.venv/bin/python --version), $(.venv/bin/snakemake --version | head -1) snakemake"

@@ -1,0 +1,103 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from iclr26.core.claims import check_claim, claims_markdown, verdict
+from iclr26.core.errors import ConfigError
+from iclr26.core.stats import Estimate, aggregate, effect, iqm
+
+
+def test_mean_interval_matches_scipy():
+    x = np.array([1.0, 2.0, 4.0, 7.0])
+    est = aggregate(x, "mean")
+    lo, hi = sps.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=sps.sem(x))
+    assert est.value == pytest.approx(3.5)
+    assert (est.lo, est.hi) == pytest.approx((lo, hi))
+
+
+def test_iqm_drops_the_outer_quartiles():
+    assert iqm([1, 2, 3, 4, 5, 6, 7, 100]) == pytest.approx(4.5)
+
+
+def test_bootstrap_is_reproducible():
+    x = np.arange(10.0)
+    assert aggregate(x, "iqm") == aggregate(x, "iqm")
+
+
+def test_paired_effect_uses_per_seed_differences():
+    base = np.array([10.0, 20.0, 30.0])
+    est = effect(base + np.array([1.0, 1.1, 0.9]), base, "paired_t")
+    assert est.value == pytest.approx(1.0)
+    assert 0.5 < est.lo < 1.0 < est.hi < 1.5  # unpaired, the seed spread would swamp it
+    assert effect(base + 1.0, base, "welch_t").lo < 0
+
+
+@pytest.mark.parametrize("lo,hi,direction,expected", [
+    (0.1, 0.5, "higher", "holds"), (-0.5, -0.1, "higher", "not reproduced"), (-0.1, 0.3, "higher", "inconclusive"),
+    (-0.5, -0.1, "lower", "holds"), (0.1, 0.5, "lower", "not reproduced"), (float("nan"), 1, "lower", "inconclusive"),
+])
+def test_verdicts(lo, hi, direction, expected):
+    assert verdict(Estimate(0.0, lo, hi, 3, ""), direction, 0.0) == expected
+
+
+def test_within_band():
+    est = lambda lo, hi: Estimate((lo + hi) / 2, lo, hi, 1, "")  # noqa: E731
+    assert verdict(est(0.9, 1.1), "within", 1.0, 0.25) == "holds"
+    assert verdict(est(1.5, 1.9), "within", 1.0, 0.25) == "not reproduced"
+    assert verdict(est(1.1, 1.4), "within", 1.0, 0.25) == "inconclusive"
+    with pytest.raises(ConfigError, match="tolerance"):
+        verdict(est(1, 1), "within", 1.0)
+
+
+def _records():
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in range(6):
+        shared = rng.normal(0, 5)  # seed effect shared by both methods: pairing removes it
+        rows.append({"method": "base", "seed": seed, "env": "a", "score": 10 + shared})
+        rows.append({"method": "new", "seed": seed, "env": "a", "score": 11 + shared + rng.normal(0, 0.1)})
+        rows.append({"method": "new", "seed": seed, "env": "b", "score": 0.0})
+    return pd.DataFrame(rows)
+
+
+def test_claim_against_baseline_is_computed_from_records():
+    spec = {"id": "c1", "claim": "new beats base", "metric": "score", "where": {"env": "a"}, "method": "new",
+            "baseline": "base", "direction": "higher", "test": "paired_t"}
+    out = check_claim(spec, _records())
+    assert out["verdict"] == "holds"
+    assert out["estimate"]["value"] == pytest.approx(1.0, abs=0.1)
+    assert out["estimate"]["n"] == 6
+    flipped = check_claim({**spec, "direction": "lower"}, _records())
+    assert flipped["verdict"] == "not reproduced"
+
+
+def test_claim_against_value_with_fit_interval():
+    records = pd.DataFrame([{"method": "m", "seed": 0, "slope": -2.02, "slope_lo": -2.1, "slope_hi": -1.95}])
+    spec = {"id": "s", "claim": "rate", "metric": "slope", "method": "m", "value": -2.0, "tolerance": 0.25,
+            "direction": "within", "test": "fit"}
+    assert check_claim(spec, records)["verdict"] == "holds"
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"metric": "nope"}, "metric 'nope'"),
+    ({"test": "magic"}, "test 'magic'"),
+    ({"value": 1.0}, "exactly one of"),
+    ({"where": {"planet": "mars"}}, "filter key 'planet'"),
+])
+def test_bad_claim_specs_name_the_problem(change, message):
+    spec = {"id": "c1", "claim": "x", "metric": "score", "method": "new", "baseline": "base",
+            "direction": "higher", "test": "paired_t", **change}
+    with pytest.raises(ConfigError, match=message):
+        check_claim(spec, _records())
+
+
+def test_claims_markdown_counts_verdicts():
+    spec = {"id": "c1", "claim": "new beats base", "metric": "score", "where": {"env": "a"}, "method": "new",
+            "baseline": "base", "direction": "higher", "test": "paired_t", "paper": "+1.0"}
+    text = claims_markdown([{"paper": "toy", "scale": "tiny", "claims": [check_claim(spec, _records())]}])
+    assert "Totals: 1 holds." in text
+    assert "| toy | tiny | new beats base | +1.0 |" in text
+    assert math.isfinite(float(text.split("new - base: ")[1].split(" ")[0]))

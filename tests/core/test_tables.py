@@ -1,0 +1,50 @@
+import pandas as pd
+import pytest
+
+from iclr26.core.tables import build_sections, render_csv, render_latex, render_markdown, tex_escape
+
+SPEC = {"sections": [
+    {"name": "headline", "columns": [
+        {"metric": "acc", "label": "accuracy", "agg": "mean", "fmt": ".2f"},
+        {"metric": "acc", "label": "acc (env b)", "where": {"env": "b"}, "agg": "iqm"},
+    ]},
+]}
+
+
+def _records():
+    rows = []
+    for seed in range(4):
+        for env in ("a", "b"):
+            rows.append({"method": "m1", "seed": seed, "env": env, "acc": 0.5 + 0.1 * seed})
+            rows.append({"method": "m2", "seed": seed, "env": env, "acc": 0.6})
+    return pd.DataFrame(rows)
+
+
+def test_sections_aggregate_per_method_and_filter():
+    (section,) = build_sections(SPEC, _records(), ["m2", "m1"])
+    assert list(section.rows) == ["m2", "m1"]  # declared method order, not alphabetical
+    assert section.rows["m1"]["accuracy"].value == pytest.approx(0.65)
+    assert section.rows["m1"]["accuracy"].n == 8
+    assert section.rows["m1"]["acc (env b)"].n == 4
+
+
+def test_markdown_shows_ours_paper_and_claims():
+    sections = build_sections(SPEC, _records(), ["m1", "m2"])
+    claims = [{"claim": "m1 wins", "paper": "+3", "compared": "m1 - m2", "test": "paired_t", "verdict": "holds",
+               "estimate": {"value": 0.1, "lo": 0.05, "hi": 0.15, "n": 4, "how": "x"}}]
+    md = render_markdown("T", "sub", sections, {"m1": "Method one"}, {"source": "Table 1", "columns": ["acc"],
+                         "rows": {"m1": {"acc": "71.2"}}}, claims, ["fig.png"], ["a note"])
+    assert "| Method one | 0.65 [" in md
+    assert "## The paper's numbers (Table 1)" in md and "| Method one | 71.2 |" in md
+    assert "**holds**" in md and "![fig.png](fig.png)" in md and "- a note" in md
+
+
+def test_csv_is_tidy_and_latex_is_escaped():
+    sections = build_sections(SPEC, _records(), ["m1", "m2"])
+    csv = render_csv(sections, {}, {"rows": {"m1": {"acc": "71.2"}}}, "tiny")
+    frame = pd.read_csv(__import__("io").StringIO(csv))
+    assert set(frame["source"]) == {"ours (tiny)", "paper: "}
+    assert len(frame) == 2 * 2 + 1
+    tex = render_latex("κ & δ_1", sections, {})
+    assert r"$\kappa$ \& $\delta$\_1" in tex and r"\toprule" in tex and tex.count(r"\\") >= 3
+    assert tex_escape("50%") == r"50\%"

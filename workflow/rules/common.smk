@@ -1,0 +1,122 @@
+# Shared helpers of the rules: config validation, job configs (Hydra), targets, resources.
+import os
+import shlex
+import sys
+from pathlib import Path
+
+SRC = str(Path(workflow.basedir) / "src")
+sys.path.insert(0, SRC)
+# jobs (local, Slurm or conda) import the package from this checkout, installed or not
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)
+# `python` in a rule is the interpreter running Snakemake (e.g. .venv/bin), unless --sdm conda
+# activates a rule's own environment, which then comes first on PATH
+os.environ["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), os.environ["PATH"]))
+
+from iclr26.core.config import (  # noqa: E402
+    ConfigError,
+    compose_job_config,
+    config_digest,
+    seed_blocks,
+    split_overrides,
+    validate_workflow_config,
+)
+from iclr26.core.paper import all_papers  # noqa: E402
+
+try:
+    config.update(validate_workflow_config(config, all_papers()))
+except ConfigError as err:
+    sys.stderr.write(f"iclr26 config error: {err}\n")
+    sys.exit(1)
+
+SCALE = config["scale"]
+PAPERS = config["papers"]
+PAPER_DECL = all_papers()
+TABLE_FILES = ["table.md", "table.csv", "table.tex", "claims.json"]
+PRESENTATION_KEYS = ("table", "claims", "reported", "resources")
+
+
+def overrides(paper):
+    return tuple(split_overrides(config["overrides"], paper))
+
+
+def job_config(paper):
+    try:
+        return compose_job_config(paper, SCALE, overrides(paper), config["seeds"])
+    except ConfigError as err:
+        sys.stderr.write(f"iclr26 config error: {err}\n")
+        sys.exit(1)
+
+
+def methods(paper):
+    chosen = config["methods"].get(paper) or list(PAPER_DECL[paper].methods)
+    unknown = [m for m in chosen if m not in PAPER_DECL[paper].methods]
+    if unknown:
+        sys.stderr.write(
+            f"iclr26 config error: config key 'methods.{paper}' names unknown method {unknown[0]!r}; "
+            f"allowed: {', '.join(PAPER_DECL[paper].methods)}\n"
+        )
+        sys.exit(1)
+    return chosen
+
+
+for _paper in PAPERS:  # fail on a bad override or method now, before any job runs
+    job_config(_paper)
+    methods(_paper)
+
+
+def blocks(paper):
+    cfg = job_config(paper)
+    return seed_blocks(cfg["seeds"], cfg.get("seed_batch", 1))
+
+
+def digest(paper, stage):
+    """Params that make Snakemake rerun a job when the part of the config it reads changes."""
+    cfg = job_config(paper)
+    if stage in ("acquire", "prepare"):
+        return config_digest({"data": cfg.get("data"), "scale": SCALE})
+    return config_digest({k: v for k, v in cfg.items() if k not in PRESENTATION_KEYS})
+
+
+def cli_args(paper):
+    """The workflow's overrides and seeds, passed on to the job's own Hydra composition."""
+    args = [f"--override={o}" for o in overrides(paper)]
+    if config["seeds"]:
+        args.append("--seed-list=" + ",".join(map(str, config["seeds"])))
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def conda_env(wildcards):
+    return f"../../envs/{job_config(wildcards.paper).get('conda_env', 'pipeline')}.yaml"
+
+
+def resource(stage, key, grows=False):
+    """A resource of a stage from the job config; memory and time grow with each retry."""
+
+    def get(wildcards, attempt):
+        value = job_config(wildcards.paper)["resources"][stage][key]
+        return value * attempt if grows else value
+
+    return get
+
+
+def stage_resources(stage):
+    return dict(
+        mem_mb=resource(stage, "mem_mb", grows=True),
+        runtime=resource(stage, "runtime", grows=True),
+        gpu=resource(stage, "gpus"),
+        cpus_per_task=resource(stage, "cpus"),
+    )
+
+
+def eval_files(wildcards):
+    return [
+        f"runs/{SCALE}/{wildcards.paper}/{m}/{b}/eval.json"
+        for m in methods(wildcards.paper)
+        for b in blocks(wildcards.paper)
+    ]
+
+
+wildcard_constraints:
+    scale="smoke|tiny|full",
+    paper="|".join(PAPER_DECL),
+    seeds=r"s[0-9][0-9_-]*",

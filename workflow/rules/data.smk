@@ -1,0 +1,41 @@
+# Stages 1-2: acquire (tiny: seeded generator; full: checksummed download) and prepare.
+# The manifest.json is written last, with the sha256 of every file: its presence means done.
+
+
+rule acquire:
+    output:
+        "data/{scale}/{paper}/raw/{dataset}/manifest.json",
+    params:
+        config=lambda w: digest(w.paper, "acquire"),
+        args=lambda w: cli_args(w.paper),
+    log:
+        "logs/{scale}/{paper}/acquire/{dataset}.log",
+    threads: 1
+    resources:
+        **stage_resources("acquire"),
+    retries: 2
+    conda:
+        conda_env
+    shell:
+        "python -m iclr26 acquire --paper {wildcards.paper} --scale {wildcards.scale}"
+        " --dataset {wildcards.dataset} {params.args} 2>&1 | tee {log}"
+
+
+rule prepare:
+    input:
+        rules.acquire.output,
+    output:
+        "data/{scale}/{paper}/prepared/{dataset}/manifest.json",
+    params:
+        config=lambda w: digest(w.paper, "prepare"),
+        args=lambda w: cli_args(w.paper),
+    log:
+        "logs/{scale}/{paper}/prepare/{dataset}.log",
+    threads: 1
+    resources:
+        **stage_resources("prepare"),
+    conda:
+        conda_env
+    shell:
+        "python -m iclr26 prepare --paper {wildcards.paper} --scale {wildcards.scale}"
+        " --dataset {wildcards.dataset} {params.args} 2>&1 | tee {log}"

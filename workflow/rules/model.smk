@@ -1,0 +1,50 @@
+# Stages 3-4: train (checkpoints and resumes) and evaluate, one job per paper x method x seed
+# block. GPUs, memory and runtime come from the job config (scale/full.yaml sets GPUs).
+
+
+def prepared(wildcards):
+    return [
+        f"data/{wildcards.scale}/{wildcards.paper}/prepared/{d}/manifest.json"
+        for d in PAPER_DECL[wildcards.paper].datasets
+    ]
+
+
+rule train:
+    input:
+        prepared,
+    output:
+        "runs/{scale}/{paper}/{method}/{seeds}/metrics.json",
+    params:
+        config=lambda w: digest(w.paper, "train"),
+        args=lambda w: cli_args(w.paper),
+    log:
+        "logs/{scale}/{paper}/train/{method}_{seeds}.log",
+    threads: lambda w: job_config(w.paper)["resources"]["train"]["cpus"]
+    resources:
+        **stage_resources("train"),
+    conda:
+        conda_env
+    shell:
+        "python -m iclr26 train --paper {wildcards.paper} --scale {wildcards.scale}"
+        " --method {wildcards.method} --seeds {wildcards.seeds} {params.args} 2>&1 | tee {log}"
+
+
+rule evaluate:
+    input:
+        prepared,
+        rules.train.output,
+    output:
+        "runs/{scale}/{paper}/{method}/{seeds}/eval.json",
+    params:
+        config=lambda w: digest(w.paper, "evaluate"),
+        args=lambda w: cli_args(w.paper),
+    log:
+        "logs/{scale}/{paper}/evaluate/{method}_{seeds}.log",
+    threads: lambda w: job_config(w.paper)["resources"]["evaluate"]["cpus"]
+    resources:
+        **stage_resources("evaluate"),
+    conda:
+        conda_env
+    shell:
+        "python -m iclr26 evaluate --paper {wildcards.paper} --scale {wildcards.scale}"
+        " --method {wildcards.method} --seeds {wildcards.seeds} {params.args} 2>&1 | tee {log}"
