@@ -1,4 +1,5 @@
 # Shared helpers of the rules: config validation, job configs (Hydra), targets, resources.
+import functools
 import os
 import shlex
 import sys
@@ -39,6 +40,7 @@ def overrides(paper):
     return tuple(split_overrides(config["overrides"], paper))
 
 
+@functools.cache  # the DAG asks for it in every job's params and resources: compose once
 def job_config(paper):
     try:
         return compose_job_config(paper, SCALE, overrides(paper), config["seeds"])
@@ -69,6 +71,7 @@ def blocks(paper):
     return seed_blocks(cfg["seeds"], cfg.get("seed_batch", 1))
 
 
+@functools.cache
 def digest(paper, stage):
     """Params that make Snakemake rerun a job when the part of the config it reads changes."""
     cfg = job_config(paper)
@@ -106,6 +109,17 @@ def stage_resources(stage):
         gpu=resource(stage, "gpus"),
         cpus_per_task=resource(stage, "cpus"),
     )
+
+
+def source_of(paper, dataset):
+    """Where a dataset (and the paper's pretrained model, if any) comes from, for the job log."""
+    cfg = job_config(paper)
+    data = cfg.get("data") or {}
+    spec = data.get(dataset) or (data.get("datasets") or {}).get(dataset) or {}
+    where = next((f"{k}={spec[k]}" for k in ("url", "hub_id", "source", "env_id") if isinstance(spec, dict) and spec.get(k)),
+                 "generated from config")
+    model = (cfg.get("model") or {}).get("source")
+    return where + (f"; model {model}" if model else "")
 
 
 def eval_files(wildcards):

@@ -8,6 +8,9 @@ rule acquire:
     params:
         config=lambda w: digest(w.paper, "acquire"),
         args=lambda w: cli_args(w.paper),
+        source=lambda w: source_of(w.paper, w.dataset),
+    message:
+        "acquire {wildcards.paper}/{wildcards.dataset} ({wildcards.scale}): {params.source}"
     log:
         "logs/{scale}/{paper}/acquire/{dataset}.log",
     threads: 1
