@@ -89,16 +89,17 @@ def sample(target: Mixture, scheme: str, times: np.ndarray, size: int, rng: np.r
 
 
 # ----------------------------------------------------------------------------- Gaussian coordinate
-def gaussian_coordinate_kl(scheme: str, times: np.ndarray, c: float = 0.5) -> float:
-    """KL(p_delta || q_N) in closed form for one coordinate whose data law is an atom at 0.
+def gaussian_coordinate_kl(scheme: str, times: np.ndarray, c: float = 0.5) -> tuple[float, float]:
+    """KL(p_delta || q_N) and KL(q_N || p_delta) in closed form for one coordinate whose data law is an atom at 0.
 
     There p_t = N(0, sigma_t^2) and s(t, y) = -y / sigma_t^2, so each step maps the law N(0, V) to
     N(0, A^2 V + v) with A = a - b / sigma_{t_k}^2 (card §6.3). Started from the exact V = sigma_T^2;
-    KL(N(0, s2) || N(0, V)) = (r - 1 - log r)/2 with r = s2 / V and s2 = sigma_delta^2.
+    KL(N(0, s2) || N(0, V)) = (r - 1 - log r)/2 with r = s2 / V and s2 = sigma_delta^2 (and r -> 1/r
+    for the reverse direction).
     """
     var = sigma2(times[0])
     for st in steps(scheme, times, c):
         A = st.a - st.b / sigma2(st.t)
         var = A * A * var + st.var
     r = sigma2(times[-1]) / var
-    return 0.5 * (r - 1.0 - np.log(r))
+    return 0.5 * (r - 1.0 - np.log(r)), 0.5 * (1.0 / r - 1.0 + np.log(r))

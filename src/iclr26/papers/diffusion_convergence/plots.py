@@ -1,0 +1,123 @@
+"""Figures: KL versus N (log-log, fitted slopes), delta and c sweeps, d sweep, Girsanov term."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+LABELS = {"ei_sde": "EI-SDE (Benton et al.)", "ei_ode": "EI-ODE (no noise)", "ei_ode_noise": "EI-ODE + noising (paper)"}
+COLORS = {"ei_sde": "tab:blue", "ei_ode": "tab:orange", "ei_ode_noise": "tab:green"}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _rows(records, **where):
+    df = records
+    for key, value in where.items():
+        if key not in df:
+            return df.iloc[0:0]
+        df = df[df[key] == value]
+    return df
+
+
+def _finite(df, col):
+    return df[np.isfinite(df[col].astype(float))] if col in df else df.iloc[0:0]
+
+
+def _plain_log_ticks(fig) -> None:
+    """Plain numbers on log axes (matplotlib's minor labels like 3x10^2 collide)."""
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    for ax in fig.axes:
+        if ax.get_xscale() == "log":
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _save(fig, path: Path) -> Path:
+    _plain_log_ticks(fig)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    _pyplot().close(fig)
+    return path
+
+
+def kl_vs_n(records, out_dir: Path) -> Path | None:
+    plt = _pyplot()
+    panels = [(s, t) for s, t in (("rate", "1-D Dirac mixture"), ("rate_2d", "2-D triangle (non-product)"))
+              if len(_rows(records, sweep=s))]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, (sweep, title) in zip(axes[0], panels):
+        for method, color in COLORS.items():
+            pts = _finite(_rows(records, sweep=sweep, method=method), "kl_fwd").sort_values("N")
+            if pts.empty:
+                continue
+            fit = _rows(records, sweep=f"{sweep}_fit", method=method)
+            slope = f", slope {fit['slope'].iloc[0]:.2f}" if len(fit) else ""
+            ax.errorbar(pts["N"], pts["kl_fwd"], yerr=[pts["kl_fwd"] - pts["kl_fwd_lo"], pts["kl_fwd_hi"] - pts["kl_fwd"]],
+                        marker="o", color=color, label=f"{LABELS[method]}{slope}")
+            ax.plot(pts["N"], pts["kl_rev"], ls=":", color=color)
+        n = np.array(sorted(_finite(_rows(records, sweep=sweep), "kl_fwd")["N"].unique()), float)
+        if len(n):
+            ref = _finite(_rows(records, sweep=sweep), "kl_fwd")["kl_fwd"].max()
+            ax.plot(n, ref * (n / n[0]) ** -2.0, "k--", lw=0.8, label="∝ N^-2 (paper)")
+            ax.plot(n, ref * (n / n[0]) ** -1.0, "k-.", lw=0.8, label="∝ N^-1 (prior bound)")
+        ax.set(xscale="log", yscale="log", xlabel="steps N", ylabel="KL(p_δ‖q_N) (solid), KL(q_N‖p_δ) (dotted)", title=title)
+        ax.legend(fontsize=7)
+    return _save(fig, out_dir / "kl_vs_n.png")
+
+
+def sweep_plot(records, out_dir: Path, sweep: str, x: str, xlabel: str, name: str, logx: bool) -> Path | None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    drawn = False
+    for method, color in COLORS.items():
+        pts = _finite(_rows(records, sweep=sweep, method=method), "kl_fwd")
+        if pts.empty or x not in pts:
+            continue
+        pts = pts.sort_values(x)
+        ax.errorbar(pts[x], pts["kl_fwd"], yerr=[pts["kl_fwd"] - pts["kl_fwd_lo"], pts["kl_fwd_hi"] - pts["kl_fwd"]],
+                    marker="o", color=color, label=LABELS[method])
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set(xscale="log" if logx else "linear", yscale="log", xlabel=xlabel, ylabel="KL(p_δ‖q_N)")
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir / name)
+
+
+def girsanov_plot(records, out_dir: Path) -> Path | None:
+    plt = _pyplot()
+    pts = _rows(records, sweep="girsanov")
+    if pts.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    mean = pts.groupby("N")["girsanov"].agg(["mean", "std"]).reset_index()
+    ax.errorbar(mean["N"], mean["mean"], yerr=mean["std"].fillna(0), marker="s", color="tab:purple",
+                label="Girsanov path term (MC, EI-SDE)")
+    true = _finite(_rows(records, sweep="rate", method="ei_sde"), "kl_fwd").sort_values("N")
+    if len(true):
+        ax.plot(true["N"], true["kl_fwd"], marker="o", color=COLORS["ei_sde"], label="true KL(p_δ‖q_N), EI-SDE")
+    ax.set(xscale="log", yscale="log", xlabel="steps N", ylabel="KL", title="path bound ∝ 1/N vs marginal KL ∝ 1/N²")
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir / "girsanov.png")
+
+
+def make_all(cfg: dict, records, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    made = [kl_vs_n(records, out_dir),
+            sweep_plot(records, out_dir, "delta", "delta", "early-stopping time δ", "delta_sweep.png", True),
+            sweep_plot(records, out_dir, "c", "c", "noising fraction c (η = c h)", "c_sweep.png", False),
+            sweep_plot(records, out_dir, "d", "d", "dimension d (product target)", "d_sweep.png", True),
+            girsanov_plot(records, out_dir)]
+    return [p for p in made if p is not None]
