@@ -18,6 +18,7 @@ class Section:
     columns: list[str]
     rows: dict[str, dict[str, Estimate]] = field(default_factory=dict)  # method -> label -> cell
     fmts: dict[str, str] = field(default_factory=dict)
+    note: str = ""  # how to read the cells; default: how their intervals were computed
 
 
 def build_sections(spec: dict, records: pd.DataFrame, methods: list[str]) -> list[Section]:
@@ -26,7 +27,7 @@ def build_sections(spec: dict, records: pd.DataFrame, methods: list[str]) -> lis
         cols = sec.get("columns") or []
         if not cols:
             raise ConfigError(f"table section {sec.get('name')!r} has no columns")
-        section = Section(sec.get("name", ""), [c.get("label", c["metric"]) for c in cols])
+        section = Section(sec.get("name", ""), [c.get("label", c["metric"]) for c in cols], note=sec.get("note", ""))
         for method in sec.get("methods", methods):
             base = select(records, method, sec.get("where"))
             if base.empty:
@@ -54,9 +55,10 @@ def _num(x: float, fmt: str) -> str:
 def cell_text(est: Estimate | None, fmt: str) -> str:
     if est is None:
         return "—"
-    if est.n < 2 and est.lo == est.value == est.hi or not (math.isfinite(est.lo) and math.isfinite(est.hi)):
-        return _num(est.value, fmt)
-    return f"{_num(est.value, fmt)} [{_num(est.lo, fmt)}, {_num(est.hi, fmt)}]"
+    value, lo, hi = _num(est.value, fmt), _num(est.lo, fmt), _num(est.hi, fmt)
+    if lo == value == hi or not (math.isfinite(est.lo) and math.isfinite(est.hi)):
+        return value  # an interval narrower than the printed precision says nothing
+    return f"{value} [{lo}, {hi}]"
 
 
 def _label(method: str, labels: dict) -> str:
@@ -78,8 +80,8 @@ def render_markdown(title: str, subtitle: str, sections: list[Section], labels: 
             lines += [f"## {sec.name}", ""]
         rows = [[_label(m, labels)] + [cell_text(cells.get(c), sec.fmts.get(c, ".3g")) for c in sec.columns]
                 for m, cells in sec.rows.items()]
-        how = sorted({e.how for cells in sec.rows.values() for e in cells.values()})
-        lines += _md_table(["method", *sec.columns], rows) + ["", f"_Cells: {'; '.join(how)}._", ""]
+        how = sec.note or "; ".join(sorted({e.how for cells in sec.rows.values() for e in cells.values()}))
+        lines += _md_table(["method", *sec.columns], rows) + ["", f"_Cells: {how}._", ""]
     if reported.get("rows"):
         cols = reported.get("columns") or sorted({k for r in reported["rows"].values() for k in r})
         lines += [f"## The paper's numbers ({reported.get('source', 'paper')})", ""]
