@@ -1,0 +1,15 @@
+"""Card 01: Conditioned Initialization for Attention (ICLR 2026 submission, OpenReview cKNOCYPo2W).
+
+No arXiv id and no official code were found; the recipe is from the card (shared/papers/01).
+"""
+from iclr26.core.paper import Paper
+
+PAPER = Paper(
+    slug="conditioned_init",
+    title="Conditioned Initialization for Attention",
+    openreview="cKNOCYPo2W",
+    methods=("random", "xavier", "mimetic", "conditioned"),  # table rows, in order
+    datasets=("images",),  # motif pairs at tiny/smoke, CIFAR-10 at full (config data.images.source)
+    stages="iclr26.papers.conditioned_init.experiment",
+    gpu_stages=("train",),  # evaluate reads the saved test logits with numpy
+)

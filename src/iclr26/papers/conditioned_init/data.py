@@ -1,0 +1,141 @@
+"""Image data for the conditioned-init experiment, in one CIFAR-like schema.
+
+Every source ends up as `images.npz` holding
+    x_train  uint8  N x 3 x H x W      y_train  int64  N
+    x_test   uint8  M x 3 x H x W      y_test   int64  M
+so prepare, train and evaluate never care where the images came from.
+
+Sources (config `data.images.source`):
+  motif_pairs  the card's tiny task (card 01, section 6), drawn from seeded generators;
+  cifar10      the real CIFAR-10 archive, downloaded with a sha256 check (full scale).
+
+Motif pairs. Each image is N(0, noise_std^2) noise on a grid of patch x patch cells. Two of
+`n_motifs` fixed random N(0, motif_std^2) motifs are pasted into two random cells, and a
+distractor motif at `distractor_strength` into a third cell; `paste: add` adds them onto the
+noise, `replace` overwrites it. The label is the unordered pair, so 5 motifs give C(5,2) = 10
+classes. A class depends on two tokens at once, which is why the card chose it: the model has to
+combine information across patches. The motif bank is fixed by `motif_seed`; the images by
+`data_seed`.
+"""
+from __future__ import annotations
+
+import itertools
+import pickle
+import tarfile
+from pathlib import Path
+
+import numpy as np
+
+# uint8 storage of the float images: pixel = round(value * SCALE + OFFSET). The range +-6.4 covers
+# 3.4 standard deviations of noise + motif (sqrt(1.6^2 + 1^2)); the step (0.05) is far below the noise.
+UINT8_SCALE = 20.0
+UINT8_OFFSET = 128.0
+
+CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+CIFAR10_SHA256 = "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce"
+
+
+# ----------------------------------------------------------------------------- motif pairs
+def motif_bank(n_motifs: int, patch: int, channels: int, motif_std: float, motif_seed: int) -> np.ndarray:
+    """`n_motifs` class motifs plus one distractor (the last row), each channels x patch x patch."""
+    rng = np.random.default_rng(motif_seed)
+    return rng.normal(0.0, motif_std, size=(n_motifs + 1, channels, patch, patch))
+
+
+def pair_classes(n_motifs: int) -> list[tuple[int, int]]:
+    """Class index -> unordered motif pair, in lexicographic order: 0=(0,1), 1=(0,2), ..."""
+    return list(itertools.combinations(range(n_motifs), 2))
+
+
+def motif_pair_images(n: int, spec: dict, bank: np.ndarray, rng: np.random.Generator):
+    """Draw `n` float images (n x C x H x W) and labels; spec is the `data.images` config."""
+    size, patch, noise_std = spec["image_size"], spec["patch"], spec["noise_std"]
+    grid = size // patch
+    classes = np.array(pair_classes(spec["n_motifs"]))
+    images = rng.normal(0.0, noise_std, size=(n, bank.shape[1], size, size))
+    labels = rng.integers(0, len(classes), size=n)
+    # three distinct cells per image: first motif, second motif, distractor
+    cells = np.argsort(rng.random((n, grid * grid)), axis=1)[:, :3]
+    sources = [bank[classes[labels, 0]], bank[classes[labels, 1]],
+               spec["distractor_strength"] * np.broadcast_to(bank[-1], (n, *bank.shape[1:]))]
+    rows, add = np.arange(n), spec["paste"] == "add"
+    for slot, pasted in enumerate(sources):
+        for r in range(patch):          # pixel by pixel of the cell, all images at once
+            for c in range(patch):
+                y = (cells[:, slot] // grid) * patch + r
+                x = (cells[:, slot] % grid) * patch + c
+                images[rows, :, y, x] = pasted[:, :, r, c] + (images[rows, :, y, x] if add else 0.0)
+    return images, labels.astype(np.int64)
+
+
+def to_uint8(images: np.ndarray) -> np.ndarray:
+    return np.clip(np.rint(images * UINT8_SCALE + UINT8_OFFSET), 0, 255).astype(np.uint8)
+
+
+def generate_motif_pairs(spec: dict) -> dict[str, np.ndarray]:
+    """The whole tiny dataset: a training pool (each sample streamed once) and a test set."""
+    bank = motif_bank(spec["n_motifs"], spec["patch"], 3, spec["motif_std"], spec["motif_seed"])
+    train_rng, test_rng = (np.random.default_rng([spec["data_seed"], k]) for k in (0, 1))
+    x_train, y_train = motif_pair_images(spec["n_train"], spec, bank, train_rng)
+    x_test, y_test = motif_pair_images(spec["n_test"], spec, bank, test_rng)
+    return {"x_train": to_uint8(x_train), "y_train": y_train, "x_test": to_uint8(x_test), "y_test": y_test,
+            "motifs": bank}
+
+
+# ----------------------------------------------------------------------------- CIFAR-10 (full scale)
+def read_cifar10(archive: Path) -> dict[str, np.ndarray]:
+    """The official python-pickle archive -> the common schema (uint8 N x 3 x 32 x 32)."""
+    def batches(tar, names):
+        xs, ys = [], []
+        for name in names:
+            with tar.extractfile(f"cifar-10-batches-py/{name}") as handle:
+                entry = pickle.load(handle, encoding="bytes")
+            xs.append(np.asarray(entry[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
+            ys.append(np.asarray(entry[b"labels"], dtype=np.int64))
+        return np.concatenate(xs), np.concatenate(ys)
+
+    with tarfile.open(archive, "r:gz") as tar:
+        x_train, y_train = batches(tar, [f"data_batch_{i}" for i in range(1, 6)])
+        x_test, y_test = batches(tar, ["test_batch"])
+    return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
+
+
+# ----------------------------------------------------------------------------- prepare + stream
+def channel_stats(x_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean and std of the training images (float64, in uint8 units)."""
+    pixels = x_train.transpose(1, 0, 2, 3).reshape(x_train.shape[1], -1).astype(np.float64)
+    return pixels.mean(axis=1), pixels.std(axis=1)
+
+
+def normalise(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    return ((x.astype(np.float32) - mean[None, :, None, None]) / std[None, :, None, None]).astype(np.float32)
+
+
+def batch_indices(n_pool: int, batch_size: int, seed: int, step: int) -> np.ndarray:
+    """Pool indices of training batch `step` for `seed`: a pure function of (seed, step).
+
+    Each epoch is a fresh seeded permutation of the pool, so a resumed run needs nothing but
+    the step to continue the same stream. At tiny scale steps * batch <= pool: one epoch, so
+    every sample is seen once (the card's streaming regime, no repeated data).
+    """
+    per_epoch = n_pool // batch_size
+    epoch, index = divmod(step, per_epoch)
+    order = np.random.default_rng([seed, epoch]).permutation(n_pool)
+    return order[index * batch_size:(index + 1) * batch_size]
+
+
+def augment(x: np.ndarray, seed: int, step: int, pad: int = 4) -> np.ndarray:
+    """Random crop (zero padding `pad`) and horizontal flip, as for CIFAR (full scale only).
+
+    Drawn from a generator seeded by (seed, step), so a resumed run sees the same augmentations.
+    """
+    rng = np.random.default_rng([seed, step, 7])
+    n, _, h, w = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    dy, dx = rng.integers(0, 2 * pad + 1, size=(2, n))
+    flip = rng.random(n) < 0.5
+    out = np.empty_like(x)
+    for i in range(n):
+        crop = padded[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w]
+        out[i] = crop[:, :, ::-1] if flip[i] else crop
+    return out

@@ -1,0 +1,260 @@
+"""Card 01, conditioned init: the inits, the Jacobian metric, the data, and every stage at smoke scale."""
+import hashlib
+import io
+import math
+import os
+import pickle
+import signal
+import tarfile
+
+import numpy as np
+import pytest
+import torch
+
+from iclr26.core.config import compose_job_config
+from iclr26.core.io import read_json
+from iclr26.core.job import load_records, run_paper, run_stage
+from iclr26.papers.conditioned_init import data as D
+from iclr26.papers.conditioned_init.experiment import coarse_curve, figures, steps_to_target
+from iclr26.papers.conditioned_init.inits import PlainAttention, attention_layers, initialise, mimetic_factors
+from iclr26.papers.conditioned_init.jacobian import (
+    attention_kappa, condition_number, full_jacobian, matrix_kappa, multi_head_attention, vit_first_layer_kappa)
+from iclr26.papers.conditioned_init.model import build_model
+
+SLUG = "conditioned_init"
+MIMETIC = {"alpha_qk": 0.7, "beta_qk": 0.7, "alpha_vo": 0.4, "beta_vo": 0.4}
+
+
+def tiny_model(method="random", seed=0):
+    torch.manual_seed(seed)
+    model = build_model(compose_job_config(SLUG, "tiny")["model"], depth=2)
+    initialise(model, method, MIMETIC)
+    return model
+
+
+# ----------------------------------------------------------------------------- inits
+def test_conditioned_init_has_unit_kappa_on_the_plain_block():
+    torch.manual_seed(0)
+    block = PlainAttention(dim=64, heads=4)
+    assert matrix_kappa(block.q_proj.weight) > 10  # the default init is far from κ = 1
+    initialise(block, "conditioned")
+    for linear in (block.q_proj, block.k_proj, block.v_proj):
+        assert matrix_kappa(linear.weight) == pytest.approx(1.0, abs=1e-4)
+    assert torch.equal(block.v_proj.weight, torch.eye(64))
+    assert not torch.allclose(block.q_proj.weight, block.k_proj.weight)  # two independent draws
+
+
+def test_conditioned_init_on_the_vit_changes_only_q_k_v():
+    default, conditioned = tiny_model("random"), tiny_model("conditioned")
+    layers = attention_layers(conditioned)
+    assert len(layers) == 2
+    for att in layers:
+        for linear in (att.q, att.k, att.v):
+            assert matrix_kappa(linear.weight) == pytest.approx(1.0, abs=1e-4)
+    changed = {name for name, p in conditioned.state_dict().items() if not torch.equal(p, default.state_dict()[name])}
+    assert changed and all(name.split(".")[-2] in ("q_proj", "k_proj", "v_proj") for name in changed)
+
+
+def test_mimetic_factors_are_the_svd_and_its_best_truncation():
+    torch.manual_seed(0)
+    left, right, target = mimetic_factors(32, 0.7, 0.7, +1.0)
+    assert torch.allclose(left @ right, target, atol=1e-5)
+    k = 8  # one head of width 8 holds the best rank-8 approximation (Eckart-Young)
+    residual = torch.linalg.matrix_norm(target - left[:, :k] @ right[:k]) ** 2
+    tail = (torch.linalg.svdvals(target)[k:] ** 2).sum()
+    assert residual == pytest.approx(float(tail), rel=1e-4)
+
+
+def test_mimetic_init_gives_qk_close_to_alpha_z_plus_beta_i():
+    torch.manual_seed(0)
+    d = 64
+    block = PlainAttention(dim=d, heads=1)
+    initialise(block, "mimetic", MIMETIC)
+    q, k, v, o = (p.weight.detach() for p in (block.q_proj, block.k_proj, block.v_proj, block.o_proj))
+    qk, vo = q.T @ k, v.T @ o.T                               # W_Q W_K^T and W_V W_O
+    off = ~torch.eye(d, dtype=torch.bool)
+    # identity part: diagonal mean ~ +beta1 (QK) and -beta2 (VO); Z part: off-diagonal std alpha/sqrt(d)
+    assert float(qk.diagonal().mean()) == pytest.approx(0.7, abs=0.05)
+    assert float(qk[off].std()) == pytest.approx(0.7 / math.sqrt(d), rel=0.15)
+    assert float(vo.diagonal().mean()) == pytest.approx(-0.4, abs=0.05)
+    assert float(vo[off].std()) == pytest.approx(0.4 / math.sqrt(d), rel=0.15)
+    # on the multi-head ViT, W_V W_O over all heads is still exactly a2 Z2 - b2 I
+    att = attention_layers(tiny_model("mimetic"))[0]
+    vo = att.v.weight.detach().T @ att.o.weight.detach().T
+    assert float(vo.diagonal().mean()) == pytest.approx(-0.4, abs=0.05)
+
+
+# ----------------------------------------------------------------------------- the Jacobian metric
+def test_attention_function_is_what_the_vit_computes():
+    model = tiny_model("conditioned")
+    attention = model.vit.layers[0].attention
+    x = torch.randn(2, 17, 64)
+    w = [p.weight.T for p in (attention.q_proj, attention.k_proj, attention.v_proj)]
+    ours = attention.o_proj(multi_head_attention(x, *w, attention.num_attention_heads))
+    assert torch.allclose(ours, attention(x)[0], atol=1e-5)
+
+
+def test_jacobian_matches_finite_differences_and_per_head_kappa_is_exact():
+    torch.manual_seed(1)
+    n, d, heads = 3, 4, 2
+    x, w_q, w_k, w_v = (torch.randn(*shape, dtype=torch.float64) for shape in ((n, d), (d, d), (d, d), (d, d)))
+    jac = full_jacobian(x, w_q, w_k, w_v, heads)
+    params = torch.cat([w_q.reshape(-1), w_k.reshape(-1), w_v.reshape(-1)])
+
+    def flat(p):
+        q, k, v = p.split(d * d)
+        return multi_head_attention(x, q.reshape(d, d), k.reshape(d, d), v.reshape(d, d), heads).reshape(-1)
+
+    eps = 1e-6
+    numeric = torch.stack([(flat(params + eps * e) - flat(params - eps * e)) / (2 * eps)
+                           for e in torch.eye(len(params), dtype=torch.float64)], dim=1)
+    assert torch.allclose(jac, numeric, atol=1e-7)
+    assert attention_kappa(x, w_q, w_k, w_v, heads) == pytest.approx(condition_number(torch.linalg.svdvals(numeric)), rel=1e-6)
+
+
+def test_kappa_of_hand_constructed_cases():
+    x = torch.randn(1, 4, dtype=torch.float64)
+    w = torch.randn(4, 4, dtype=torch.float64)
+    # one token: softmax is constant, A = x W_V, J = [0, 0, x (x) I]: all singular values |x|
+    assert attention_kappa(x, w, w, w, heads=2) == pytest.approx(1.0, abs=1e-12)
+    # W_Q = W_K = 0: uniform attention, J w.r.t. W_V = (11^T X / n) (x) I has rank k < n k
+    x = torch.randn(5, 4, dtype=torch.float64)
+    zero = torch.zeros(4, 4, dtype=torch.float64)
+    assert attention_kappa(x, zero, zero, w, heads=2) > 1e12
+
+
+def test_kappa_at_init_orders_default_above_conditioned():
+    image = torch.randn(3, 16, 16)
+    assert vit_first_layer_kappa(tiny_model("random"), image) > 10 * vit_first_layer_kappa(tiny_model("conditioned"), image)
+
+
+# ----------------------------------------------------------------------------- data
+def test_motif_pairs_are_deterministic_and_solvable_by_the_motif_bank():
+    spec = {**compose_job_config(SLUG, "smoke")["data"]["images"], "n_train": 400, "n_test": 10}
+    first, second = D.generate_motif_pairs(spec), D.generate_motif_pairs(spec)
+    assert all(np.array_equal(first[k], second[k]) for k in first)
+    assert first["x_train"].shape == (400, 3, 16, 16) and first["x_train"].dtype == np.uint8
+    assert set(np.unique(first["y_train"])) == set(range(10))
+    # oracle: the two class motifs with the best matched-filter response anywhere -> the pair's class
+    images = (first["x_train"].astype(np.float64) - D.UINT8_OFFSET) / D.UINT8_SCALE
+    cells = images.reshape(400, 3, 4, 4, 4, 4).transpose(0, 2, 4, 1, 3, 5).reshape(400, 16, 48)
+    bank = first["motifs"][:5].reshape(5, 48)
+    score = (cells @ (bank / np.linalg.norm(bank, axis=1, keepdims=True)).T).max(axis=1)
+    top = np.sort(np.argsort(score, axis=1)[:, -2:], axis=1)
+    classes = {pair: c for c, pair in enumerate(D.pair_classes(5))}
+    predicted = np.array([classes[tuple(t)] for t in top])
+    assert (predicted == first["y_train"]).mean() > 0.6  # chance is 0.1
+
+
+def test_stream_sees_each_sample_once_per_epoch_and_is_seeded():
+    batches = [D.batch_indices(640, 32, seed=3, step=s) for s in range(20)]
+    assert len(np.unique(np.concatenate(batches))) == 640
+    assert np.array_equal(batches[5], D.batch_indices(640, 32, seed=3, step=5))
+    assert not np.array_equal(batches[5], D.batch_indices(640, 32, seed=4, step=5))
+
+
+def test_steps_to_target_and_curve():
+    losses = np.array([3.0, 2.0, 1.0, 0.5, 0.4, 0.3])
+    assert steps_to_target(losses, target=1.0, window=2) == 4   # running means 3, 2.5, 1.5, 0.75
+    assert steps_to_target(losses, target=0.1, window=2) == 7   # never: budget + 1
+    curve, steps = coarse_curve(losses, points=3)
+    assert curve == [2.5, 0.75, 0.35] and steps == [1.5, 3.5, 5.5]
+
+
+# ----------------------------------------------------------------------------- full-scale paths, offline
+def test_full_scale_model_comes_from_a_saved_config_and_is_trained_from_scratch(tmp_path):
+    from transformers import ViTConfig, ViTForImageClassification
+
+    saved = ViTForImageClassification(ViTConfig(hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
+                                                 intermediate_size=96, image_size=224, patch_size=16, qkv_bias=True))
+    saved.save_pretrained(tmp_path / "hub_model")
+    cfg = compose_job_config(SLUG, "full")
+    model_cfg = {**cfg["model"], "source": str(tmp_path / "hub_model"), "revision": None, "attn_implementation": "eager"}
+    model = build_model(model_cfg)
+    c = model.config
+    assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads) == (48, 2, 3)       # from the saved config
+    assert (c.image_size, c.patch_size, c.num_labels, c.qkv_bias) == (32, 4, 10, False)   # full.yaml overrides
+    assert not torch.equal(model.vit.layers[0].attention.o_proj.weight, saved.vit.layers[0].attention.o_proj.weight)
+    initialise(model, "conditioned")
+    kappa = vit_first_layer_kappa(model, torch.randn(3, 32, 32), cfg["eval"]["kappa_max_tokens"])
+    assert math.isfinite(kappa) and kappa >= 1
+
+
+def fake_cifar10(path):
+    """A CIFAR-10 archive of the official layout with 20 random images per batch."""
+    rng = np.random.default_rng(0)
+    with tarfile.open(path, "w:gz") as tar:
+        for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+            blob = pickle.dumps({b"data": rng.integers(0, 256, (20, 3072), dtype=np.uint8),
+                                 b"labels": rng.integers(0, 10, 20).tolist()})
+            info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_cifar10_source_downloads_checks_and_prepares(workdir):
+    archive = workdir / "cifar.tar.gz"
+    digest = fake_cifar10(archive)
+    overrides = ["data.images.source=cifar10", f"+data.images.url=file://{archive}", f"+data.images.sha256={digest}"]
+    run_stage("acquire", SLUG, "smoke", overrides, dataset="images")
+    prepared = run_stage("prepare", SLUG, "smoke", overrides, dataset="images")
+    assert read_json(prepared)["info"]["n_train"] == 100
+    assert np.load(workdir / "data/smoke/conditioned_init/prepared/images/train_x.npy").shape == (100, 3, 32, 32)
+    bad = [*overrides[:2], "+data.images.sha256=" + "0" * 64]
+    with pytest.raises(Exception, match="sha256"):
+        run_stage("acquire", SLUG, "smoke", bad, dataset="images")
+
+
+# ----------------------------------------------------------------------------- stages
+def test_smoke_run_of_every_stage(workdir):
+    evals = run_paper(SLUG, "smoke")
+    records = load_records(evals)
+    # 4 methods x 2 seeds in the headline regime + random and conditioned x 2 seeds in the ablation
+    assert len(records) == 12
+    assert {(r["regime"], r["method"]) for r in records if r["regime"] == "warmup"} == {
+        ("warmup", "random"), ("warmup", "conditioned")}
+    for r in records:
+        assert r["kappa_J_init"] >= 1 and math.isfinite(r["log10_kappa_J_init"])
+        assert 0 <= r["test_acc"] <= 1 and 1 <= r["steps_to_target"] <= 13
+        assert 0 < len(r["loss_curve"]) <= 50
+    assert not list(workdir.rglob("checkpoint.pt"))  # cleared once a job completes
+    import pandas as pd
+
+    paths = figures(compose_job_config(SLUG, "smoke"), pd.DataFrame(records), workdir / "figures")
+    assert paths and all(p.exists() and p.stat().st_size > 0 for p in paths)
+
+
+def _train_and_evaluate(directory, monkeypatch):
+    directory.mkdir(exist_ok=True)
+    monkeypatch.chdir(directory)
+    for stage in ("acquire", "prepare"):
+        run_stage(stage, SLUG, "smoke", dataset="images")
+    run_stage("train", SLUG, "smoke", method="conditioned", seed_block="s0-1")
+    return read_json(run_stage("evaluate", SLUG, "smoke", method="conditioned", seed_block="s0-1"))["records"]
+
+
+def test_same_seed_same_records_and_kill_and_resume_changes_nothing(workdir, monkeypatch):
+    from iclr26.papers.conditioned_init import training
+
+    first = _train_and_evaluate(workdir / "a", monkeypatch)
+    second = _train_and_evaluate(workdir / "b", monkeypatch)
+    assert first == second
+
+    # SIGTERM in the middle of the third run (after the first two finished and a checkpoint at step 4)
+    def preempt(key, step):
+        if key == "warmup_s0" and step == 6:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(training, "after_step", preempt)
+    with pytest.raises(training.Preempted):
+        _train_and_evaluate(workdir / "c", monkeypatch)
+    run_dir = workdir / "c/runs/smoke/conditioned_init/conditioned/s0-1"
+    state = torch.load(run_dir / "checkpoint.pt", weights_only=False)
+    assert sorted(state["completed"]) == ["no_warmup_s0", "no_warmup_s1"] and state["current"]["step"] == 6
+    assert not (run_dir / "metrics.json").exists()
+
+    monkeypatch.setattr(training, "after_step", None)
+    run_stage("train", SLUG, "smoke", method="conditioned", seed_block="s0-1")
+    resumed = read_json(run_stage("evaluate", SLUG, "smoke", method="conditioned", seed_block="s0-1"))["records"]
+    assert resumed == first
