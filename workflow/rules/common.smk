@@ -96,6 +96,8 @@ def resource(stage, key, grows=False):
     """A resource of a stage from the job config; memory and time grow with each retry."""
 
     def get(wildcards, attempt):
+        if key == "gpus" and stage not in PAPER_DECL[wildcards.paper].gpu_stages:
+            return 0  # a CPU-only stage (numerics, tables) never asks for a GPU
         value = job_config(wildcards.paper)["resources"][stage][key]
         return value * attempt if grows else value
 
