@@ -43,6 +43,27 @@ class SeedLinear(nn.Module):
         return torch.baddbmm(self.bias, x, self.weight)
 
 
+class _Tanh(torch.autograd.Function):
+    """tanh with the same value and gradient as torch.tanh (|diff| < 2e-7), computed as
+    2 sigmoid(2x) - 1: torch's single-thread CPU tanh kernel is ~3x slower than sigmoid at these
+    sizes, and tanh is a large share of an update's time here."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.sigmoid(x * 2).mul_(2).sub_(1)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return torch.ops.aten.tanh_backward(grad, y)  # grad * (1 - y^2)
+
+
+def tanh(x: torch.Tensor) -> torch.Tensor:
+    return _Tanh.apply(x) if x.device.type == "cpu" else torch.tanh(x)
+
+
 def l1_norm(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """The official code's L1Norm: divide by the mean absolute value of the features."""
     return x / x.abs().mean(-1, keepdim=True).clamp_min(eps)
@@ -58,7 +79,7 @@ class Perception(nn.Module):
         g = math.sqrt(2)
         if arch == "classic":
             self.layers = nn.ModuleList([SeedLinear(obs_dim, latent, g, generators)])
-            self.act = torch.tanh
+            self.act = tanh
         elif arch == "minatar":
             self.layers = nn.ModuleList([SeedLinear(obs_dim, latent, g, generators),
                                          SeedLinear(latent, latent, g, generators)])
@@ -80,7 +101,7 @@ class Control(nn.Module):
         super().__init__()
         self.hidden = SeedLinear(latent, hidden, math.sqrt(2), generators)
         self.out = SeedLinear(hidden, n_actions, 0.01, generators)
-        self.act = torch.tanh if arch == "classic" else torch.relu
+        self.act = tanh if arch == "classic" else torch.relu
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         return self.out(self.act(self.hidden(z)))
@@ -124,6 +145,12 @@ class Batch:
     next_obs: torch.Tensor    # [S, B, obs_dim]
     terminated: torch.Tensor  # [S, B] float (1 only for a true terminal state, not a time-limit cut)
 
+    def split(self, n: int) -> tuple["Batch", "Batch"]:
+        """The first n and the remaining transitions of every seed's batch."""
+        head = Batch(*(x[:, :n] for x in (self.obs, self.action, self.reward, self.next_obs, self.terminated)))
+        tail = Batch(*(x[:, n:] for x in (self.obs, self.action, self.reward, self.next_obs, self.terminated)))
+        return head, tail
+
 
 class ReplayBuffer:
     """One circular buffer per seed, stored as [S, capacity, ...] tensors.
@@ -134,26 +161,32 @@ class ReplayBuffer:
 
     def __init__(self, n_seeds: int, capacity: int, obs_dim: int, obs_dtype: torch.dtype, device="cpu"):
         self.capacity, self.device = int(capacity), device
-        self.obs = torch.zeros(n_seeds, self.capacity, obs_dim, dtype=obs_dtype, device=device)
-        self.next_obs = torch.zeros_like(self.obs)
-        self.action = torch.zeros(n_seeds, self.capacity, dtype=torch.long, device=device)
-        self.reward = torch.zeros(n_seeds, self.capacity, device=device)
-        self.terminated = torch.zeros(n_seeds, self.capacity, device=device)
+        # torch.empty: slots are only read after being written (sampling stays below `size`), and
+        # zero-filling 8 x 1e5 x 32 floats twice costs ~1 s per run on the tiny budget
+        self.obs = torch.empty(n_seeds, self.capacity, obs_dim, dtype=obs_dtype, device=device)
+        self.next_obs = torch.empty_like(self.obs)
+        self.action = torch.empty(n_seeds, self.capacity, dtype=torch.long, device=device)
+        self.reward = torch.empty(n_seeds, self.capacity, device=device)
+        self.terminated = torch.empty(n_seeds, self.capacity, device=device)
         self.ptr = np.zeros(n_seeds, dtype=np.int64)
         self.size = np.zeros(n_seeds, dtype=np.int64)
 
+    def _fields(self):
+        return (self.obs, self.action, self.reward, self.next_obs, self.terminated)
+
     def add(self, obs, action, reward, next_obs, terminated, valid: np.ndarray) -> None:
         """All inputs [S, E, ...]; `valid` [S, E] marks the transitions to keep."""
+        n_envs = valid.shape[1]
         rank = np.cumsum(valid, axis=1) - 1                       # slot of each kept transition
         pos = (self.ptr[:, None] + rank) % self.capacity
         s_idx, e_idx = np.nonzero(valid)
-        s_t, p_t = torch.from_numpy(s_idx).to(self.device), torch.from_numpy(pos[s_idx, e_idx]).to(self.device)
-        e_t = torch.from_numpy(e_idx).to(self.device)
-        self.obs[s_t, p_t] = obs[s_t, e_t].to(self.obs.dtype)
-        self.next_obs[s_t, p_t] = next_obs[s_t, e_t].to(self.obs.dtype)
-        self.action[s_t, p_t] = action[s_t, e_t]
-        self.reward[s_t, p_t] = reward[s_t, e_t]
-        self.terminated[s_t, p_t] = terminated[s_t, e_t]
+        # rows in the flattened [S*capacity] buffer and in the flattened [S*E] inputs
+        dst = torch.from_numpy(s_idx * self.capacity + pos[s_idx, e_idx]).to(self.device)
+        src = None if valid.all() else torch.from_numpy(s_idx * n_envs + e_idx).to(self.device)
+        for buf, x in zip(self._fields(), (obs, action, reward, next_obs, terminated)):
+            x = x.flatten(0, 1)
+            x = x if src is None else x.index_select(0, src)
+            buf.flatten(0, 1).index_copy_(0, dst, x.to(buf.dtype))
         counts = valid.sum(1)
         self.ptr = (self.ptr + counts) % self.capacity
         self.size = np.minimum(self.size + counts, self.capacity)
@@ -161,12 +194,17 @@ class ReplayBuffer:
     def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
         """Uniform sampling, independently per seed."""
         idx = (rng.random((len(self.size), batch_size)) * self.size[:, None]).astype(np.int64)
-        idx_t = torch.from_numpy(idx).to(self.device)
-        s_t = torch.arange(len(self.size), device=self.device)[:, None]
-        return Batch(self.obs[s_t, idx_t].float(), self.action[s_t, idx_t], self.reward[s_t, idx_t],
-                     self.next_obs[s_t, idx_t].float(), self.terminated[s_t, idx_t])
+        idx += np.arange(len(self.size))[:, None] * self.capacity   # row in the flattened [S*capacity] axis
+        flat = torch.from_numpy(idx.reshape(-1)).to(self.device)
+        shape = idx.shape
 
-    # checkpoint only the filled part: before the buffer wraps, most of it is zeros
+        def take(x):
+            return x.flatten(0, 1).index_select(0, flat).view(*shape, *x.shape[2:])
+
+        obs, action, reward, next_obs, terminated = (take(x) for x in self._fields())
+        return Batch(obs.float(), action, reward, next_obs.float(), terminated)
+
+    # checkpoint only the filled part: before the buffer wraps, the rest was never written
     def state_dict(self) -> dict:
         n = int(self.size.max())
         return {"obs": self.obs[:, :n].cpu().clone(), "next_obs": self.next_obs[:, :n].cpu().clone(),
@@ -178,6 +216,43 @@ class ReplayBuffer:
         for key in ("obs", "next_obs", "action", "reward", "terminated"):
             getattr(self, key)[:, :n] = state[key].to(self.device)
         self.ptr, self.size = state["ptr"].copy(), state["size"].copy()
+
+
+# ----------------------------------------------------------------------------- optimiser
+class Adam:
+    """optax.adam (b1 0.9, b2 0.999, eps 1e-8, eps outside the sqrt) on a list of seed-batched tensors.
+
+    Adam is elementwise, so one instance over [S, ...] tensors is S independent optimisers. Written
+    out with foreach kernels because torch.optim's per-call Python overhead (~0.2 ms) was the
+    largest single cost of an update at these sizes.
+    """
+
+    def __init__(self, params: list[torch.Tensor], lr: float, b1=0.9, b2=0.999, eps=1e-8):
+        self.params, self.base_lr, self.b1, self.b2, self.eps = params, float(lr), b1, b2, eps
+        self.mu = [torch.zeros_like(p) for p in params]
+        self.nu = [torch.zeros_like(p) for p in params]
+        self.count = 0
+
+    @torch.no_grad()
+    def step(self, grads: list[torch.Tensor], lr_frac: float) -> None:
+        self.count += 1
+        torch._foreach_lerp_(self.mu, grads, 1 - self.b1)                 # mu = b1 mu + (1 - b1) g
+        torch._foreach_mul_(self.nu, self.b2)
+        torch._foreach_addcmul_(self.nu, grads, grads, 1 - self.b2)       # nu = b2 nu + (1 - b2) g^2
+        bias1, bias2 = 1 - self.b1 ** self.count, 1 - self.b2 ** self.count
+        denom = torch._foreach_sqrt(self.nu)
+        torch._foreach_div_(denom, math.sqrt(bias2))
+        torch._foreach_add_(denom, self.eps)                               # sqrt(nu_hat) + eps
+        lr = self.base_lr * lr_frac                                        # linear decay to 0
+        torch._foreach_addcdiv_(self.params, self.mu, denom, -lr / bias1)  # p -= lr mu_hat / (...)
+
+    def state_dict(self) -> dict:
+        return {"mu": [m.clone() for m in self.mu], "nu": [v.clone() for v in self.nu], "count": self.count}
+
+    def load_state_dict(self, state: dict) -> None:
+        for dst, src in zip(self.mu + self.nu, state["mu"] + state["nu"]):
+            dst.copy_(src)
+        self.count = int(state["count"])
 
 
 # ----------------------------------------------------------------------------- agents
@@ -206,19 +281,12 @@ class SeedBatchedAgent:
         self.perception_target = copy.deepcopy(self.perception).requires_grad_(False)
         self.control_target = copy.deepcopy(self.control).requires_grad_(False)
 
+        # One Adam per part of the network. Monolithic DQN uses the same lr for both (identical to a
+        # single Adam, Adam being elementwise); the other three give perception r times the lr.
         lr, ratio = float(hp["lr"]), float(hp["lr_ratio"])
-        phi, theta = list(self.perception.parameters()), list(self.control.parameters())
-        if method == "dqn":
-            self.optimizers = {"joint": self._adam([(phi + theta, lr)])}
-        elif method == "dqn_per_layer_lr":
-            self.optimizers = {"joint": self._adam([(phi, ratio * lr), (theta, lr)])}
-        else:  # two players, two optimisers; the follower is the faster one (alpha_phi = r * alpha_theta)
-            self.optimizers = {"follower": self._adam([(phi, ratio * lr)]), "leader": self._adam([(theta, lr)])}
-
-    @staticmethod
-    def _adam(groups) -> torch.optim.Adam:
-        opt = torch.optim.Adam([{"params": p, "lr": lr, "base_lr": lr} for p, lr in groups], lr=groups[0][1])
-        return opt
+        self.phi, self.theta = list(self.perception.parameters()), list(self.control.parameters())
+        self.perception_opt = Adam(self.phi, lr if method == "dqn" else ratio * lr)   # alpha_phi
+        self.control_opt = Adam(self.theta, lr)                                        # alpha_theta
 
     @property
     def is_stackelberg(self) -> bool:
@@ -242,44 +310,47 @@ class SeedBatchedAgent:
         q_sa = self.control(z).gather(-1, batch.action.unsqueeze(-1)).squeeze(-1)
         return target - q_sa  # delta_j
 
-    def _step(self, opt: torch.optim.Optimizer, loss: torch.Tensor, params: list, lr_frac: float) -> None:
+    def _grads(self, loss: torch.Tensor, params: list) -> list[torch.Tensor]:
+        """Gradient w.r.t. `params` only (the other player is a constant), clipped per seed."""
         grads = list(torch.autograd.grad(loss, params))
         clip_grad_norm_per_seed_(grads, self.max_grad_norm)
-        for p, g in zip(params, grads):
-            p.grad = g
-        for group in opt.param_groups:  # linear decay to 0: alpha_k = alpha_0 (1 - t/T)
-            group["lr"] = group["base_lr"] * lr_frac
-        opt.step()
+        return grads
 
     # -- the updates
     def dqn_update(self, batch: Batch, lr_frac: float) -> dict:
         """Monolithic DQN (and per-layer-lr DQN): one joint MSBE gradient step on (phi, theta)."""
         loss = msbe(self.td_error(batch, self.td_target(batch))).sum()
-        params = list(self.perception.parameters()) + list(self.control.parameters())
-        self._step(self.optimizers["joint"], loss, params, lr_frac)
-        return {"loss": loss.item() / len(batch.reward)}
+        grads = self._grads(loss, self.phi + self.theta)  # one global norm over the whole network
+        self.perception_opt.step(grads[: len(self.phi)], lr_frac)
+        self.control_opt.step(grads[len(self.phi):], lr_frac)
+        return {"loss": loss.detach() / len(batch.reward)}  # mean over seeds; no .item(): no GPU sync
 
-    def follower_update(self, batch: Batch, target: torch.Tensor, lr_frac: float) -> float:
+    def follower_update(self, batch: Batch, target: torch.Tensor, lr_frac: float) -> torch.Tensor:
         """Algorithm 1, step 1: phi <- phi - alpha_phi grad_phi L_F(phi; theta_bar), leader frozen.
 
         The gradient is taken w.r.t. phi only, so theta receives no update (it is a constant here).
         """
         delta = self.td_error(batch, target)
         loss = (td_variance(delta) if self.method == "scorer" else msbe(delta)).sum()
-        self._step(self.optimizers["follower"], loss, list(self.perception.parameters()), lr_frac)
-        return loss.item() / len(delta)
+        self.perception_opt.step(self._grads(loss, self.phi), lr_frac)
+        return loss.detach() / len(delta)
 
-    def leader_update(self, batch: Batch, target: torch.Tensor, lr_frac: float) -> float:
+    def leader_update(self, batch: Batch, target: torch.Tensor, lr_frac: float) -> torch.Tensor:
         """Algorithm 1, step 2: theta <- theta - alpha_theta grad_theta L_L(theta; phi_bar), stop-grad on z."""
         with torch.no_grad():
             z = self.perception(batch.obs)
         loss = msbe(self.td_error(batch, target, z=z)).sum()
-        self._step(self.optimizers["leader"], loss, list(self.control.parameters()), lr_frac)
-        return loss.item() / len(z)
+        self.control_opt.step(self._grads(loss, self.theta), lr_frac)
+        return loss.detach() / len(z)
 
-    def scorer_update(self, batch_f: Batch, batch_l: Batch, lr_frac: float) -> dict:
-        """Two independent batches B_F, B_L; targets from the (unchanged) target networks."""
-        target_f, target_l = self.td_target(batch_f), self.td_target(batch_l)
+    def scorer_update(self, both: Batch, batch_size: int, lr_frac: float) -> dict:
+        """One round of Algorithm 1 on two independent batches B_F (first half of `both`) and B_L.
+
+        The targets come from the target networks, which neither step changes: one forward for both.
+        """
+        target = self.td_target(both)
+        batch_f, batch_l = both.split(batch_size)
+        target_f, target_l = target[:, :batch_size], target[:, batch_size:]
         if self.update_order == "follower_first":   # Algorithm 1 of the paper
             follower = self.follower_update(batch_f, target_f, lr_frac)
             leader = self.leader_update(batch_l, target_l, lr_frac)
@@ -290,9 +361,9 @@ class SeedBatchedAgent:
 
     def update(self, buffer: ReplayBuffer, batch_size: int, rng: np.random.Generator, lr_frac: float) -> dict:
         if self.is_stackelberg:
-            batch_f = buffer.sample(batch_size, rng)
-            batch_l = buffer.sample(batch_size, rng)
-            return self.scorer_update(batch_f, batch_l, lr_frac)
+            # 2B i.i.d. uniform draws split in halves = two independent batches B_F and B_L
+            both = buffer.sample(2 * batch_size, rng)
+            return self.scorer_update(both, batch_size, lr_frac)
         return self.dqn_update(buffer.sample(batch_size, rng), lr_frac)
 
     def sync_targets(self) -> None:
@@ -305,12 +376,12 @@ class SeedBatchedAgent:
         return {"perception": self.perception.state_dict(), "control": self.control.state_dict(),
                 "perception_target": self.perception_target.state_dict(),
                 "control_target": self.control_target.state_dict(),
-                "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()}}
+                "perception_opt": self.perception_opt.state_dict(), "control_opt": self.control_opt.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         self.perception.load_state_dict(state["perception"])
         self.control.load_state_dict(state["control"])
         self.perception_target.load_state_dict(state["perception_target"])
         self.control_target.load_state_dict(state["control_target"])
-        for key, opt in self.optimizers.items():
-            opt.load_state_dict(state["optimizers"][key])
+        self.perception_opt.load_state_dict(state["perception_opt"])
+        self.control_opt.load_state_dict(state["control_opt"])

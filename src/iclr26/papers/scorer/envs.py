@@ -1,0 +1,293 @@
+"""Environments: gymnasium's own implementations, vectorised over seeds x envs, and their checks.
+
+Every environment here is a gymnasium VectorEnv with gymnasium's default NEXT_STEP autoreset:
+the step after an episode ends (terminated or truncated) resets that sub-env, ignores its action
+and returns its first observation with reward 0. The training loop drops that transition.
+
+Implementations (config `data.envs.<dataset>.impl`):
+    native   gymnasium.make_vec(id, vectorization_mode="vector_entry_point") - CartPole's own
+             numpy-vectorised env (~0.1 ms per step for 64 envs)
+    batched  AcrobotVectorEnv below: gymnasium's Acrobot equations (book dynamics, RK4, dt 0.2)
+             over all sub-envs at once, because SyncVectorEnv of 64 Acrobots costs ~4 ms per step;
+             `check_against_gymnasium` steps it beside gymnasium.make("Acrobot-v1") in prepare
+    sync     gymnasium's SyncVectorEnv of gymnasium.make(id): the reference, and the MinAtar path
+             (`minatar` package, ids "MinAtar/<Game>-v1")
+`distractor_dims > 0` appends that many i.i.d. N(0, 1) dimensions to every observation.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorObservationWrapper
+from gymnasium.vector.utils import batch_space
+
+from iclr26.core.errors import ConfigError, DataError
+
+
+# ----------------------------------------------------------------------------- Acrobot, batched
+class AcrobotVectorEnv(VectorEnv):
+    """gymnasium's AcrobotEnv + TimeLimit(500), vectorised in numpy; same state layout and equations.
+
+    State [N, 4] = (theta1, theta2, dtheta1, dtheta2), float64 as in gymnasium after the first step.
+    """
+
+    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+    dt = 0.2
+    LINK_LENGTH_1 = 1.0
+    LINK_MASS_1 = LINK_MASS_2 = 1.0
+    LINK_COM_POS_1 = LINK_COM_POS_2 = 0.5
+    LINK_MOI = 1.0
+    MAX_VEL_1, MAX_VEL_2 = 4 * math.pi, 9 * math.pi
+    AVAIL_TORQUE = np.array([-1.0, 0.0, 1.0])
+
+    def __init__(self, num_envs: int = 1, max_episode_steps: int = 500):
+        self.num_envs, self.max_episode_steps = num_envs, max_episode_steps
+        high = np.array([1.0, 1.0, 1.0, 1.0, self.MAX_VEL_1, self.MAX_VEL_2], dtype=np.float32)
+        self.single_observation_space = spaces.Box(-high, high, dtype=np.float32)
+        self.single_action_space = spaces.Discrete(3)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.state = None
+        self.steps = np.zeros(num_envs, dtype=np.int64)
+        self.prev_done = np.zeros(num_envs, dtype=bool)
+
+    def _initial_state(self, n: int) -> np.ndarray:
+        # gymnasium: uniform(-0.1, 0.1, size=(4,)).astype(float32)
+        return self.np_random.uniform(-0.1, 0.1, size=(n, 4)).astype(np.float32).astype(np.float64)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.state = self._initial_state(self.num_envs)
+        self.steps[:] = 0
+        self.prev_done[:] = False
+        return self._obs(), {}
+
+    def _dsdt(self, s: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """Book dynamics (gymnasium's default book_or_nips='book'), s [N, 4], torque a [N]."""
+        m1, m2, l1 = self.LINK_MASS_1, self.LINK_MASS_2, self.LINK_LENGTH_1
+        lc1, lc2, I1, I2, g = self.LINK_COM_POS_1, self.LINK_COM_POS_2, self.LINK_MOI, self.LINK_MOI, 9.8
+        theta1, theta2, dtheta1, dtheta2 = s[:, 0], s[:, 1], s[:, 2], s[:, 3]
+        d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * np.cos(theta2)) + I1 + I2
+        d2 = m2 * (lc2**2 + l1 * lc2 * np.cos(theta2)) + I2
+        phi2 = m2 * lc2 * g * np.cos(theta1 + theta2 - math.pi / 2.0)
+        phi1 = (-m2 * l1 * lc2 * dtheta2**2 * np.sin(theta2)
+                - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * np.sin(theta2)
+                + (m1 * lc1 + m2 * l1) * g * np.cos(theta1 - math.pi / 2) + phi2)
+        ddtheta2 = ((a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * np.sin(theta2) - phi2)
+                    / (m2 * lc2**2 + I2 - d2**2 / d1))
+        ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
+        return np.stack([dtheta1, dtheta2, ddtheta1, ddtheta2], axis=1)
+
+    def _rk4(self, s: np.ndarray, a: np.ndarray) -> np.ndarray:
+        dt, dt2 = self.dt, self.dt / 2.0
+        k1 = self._dsdt(s, a)
+        k2 = self._dsdt(s + dt2 * k1, a)
+        k3 = self._dsdt(s + dt2 * k2, a)
+        k4 = self._dsdt(s + dt * k3, a)
+        return s + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
+
+    @staticmethod
+    def _wrap(x: np.ndarray, m: float, M: float) -> np.ndarray:
+        """gymnasium's wrap(): repeated +-(M - m) until m <= x <= M (x == M stays M)."""
+        diff = M - m
+        x = x.copy()
+        while (above := x > M).any():
+            x[above] -= diff
+        while (below := x < m).any():
+            x[below] += diff
+        return x
+
+    def step(self, actions):
+        actions = np.asarray(actions)
+        ns = self._rk4(self.state, self.AVAIL_TORQUE[actions])
+        ns[:, 0] = self._wrap(ns[:, 0], -math.pi, math.pi)
+        ns[:, 1] = self._wrap(ns[:, 1], -math.pi, math.pi)
+        ns[:, 2] = np.clip(ns[:, 2], -self.MAX_VEL_1, self.MAX_VEL_1)
+        ns[:, 3] = np.clip(ns[:, 3], -self.MAX_VEL_2, self.MAX_VEL_2)
+        self.state = ns
+        terminated = -np.cos(ns[:, 0]) - np.cos(ns[:, 1] + ns[:, 0]) > 1.0
+        reward = np.where(terminated, 0.0, -1.0)
+        self.steps += 1
+        truncated = self.steps >= self.max_episode_steps  # TimeLimit: both can be true at step 500
+
+        # next-step autoreset, as gymnasium's vector envs: the reset step has reward 0 and no ending
+        reset = self.prev_done
+        if reset.any():
+            self.state[reset] = self._initial_state(int(reset.sum()))
+            self.steps[reset] = 0
+            reward[reset], terminated[reset], truncated[reset] = 0.0, False, False
+        self.prev_done = terminated | truncated
+        return self._obs(), reward, terminated, truncated, {}
+
+    def _obs(self) -> np.ndarray:
+        s = self.state
+        return np.stack([np.cos(s[:, 0]), np.sin(s[:, 0]), np.cos(s[:, 1]), np.sin(s[:, 1]), s[:, 2], s[:, 3]],
+                        axis=1).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- distractor wrapper
+class DistractorDims(VectorObservationWrapper):
+    """Append `n` i.i.d. N(0, 1) dimensions to each observation (card 08, Sec. 6.1): features the
+    perception network must learn to ignore. The noise has its own generator, seeded in reset()."""
+
+    def __init__(self, env: VectorEnv, n: int):
+        super().__init__(env)
+        self.n = int(n)
+        low = np.concatenate([env.single_observation_space.low, np.full(self.n, -np.inf, np.float32)])
+        high = np.concatenate([env.single_observation_space.high, np.full(self.n, np.inf, np.float32)])
+        self.single_observation_space = spaces.Box(low, high, dtype=np.float32)
+        self.observation_space = batch_space(self.single_observation_space, env.num_envs)
+        self.noise_rng = np.random.default_rng()
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.noise_rng = np.random.default_rng([int(seed), 0xD15])
+        return super().reset(seed=seed, options=options)
+
+    def observations(self, observations: np.ndarray) -> np.ndarray:
+        noise = self.noise_rng.standard_normal((observations.shape[0], self.n), dtype=np.float32)
+        return np.concatenate([observations.astype(np.float32), noise], axis=1)
+
+
+# ----------------------------------------------------------------------------- construction
+def register_minatar(env_id: str) -> None:
+    """Make the MinAtar gymnasium ids ("MinAtar/Breakout-v1") available; one clear error if absent."""
+    if env_id in gym.registry:
+        return
+    try:
+        minatar_gym = importlib.import_module("minatar.gym")
+    except ImportError:
+        raise DataError(f"environment {env_id} needs the 'minatar' package (pip install minatar), "
+                        "which is not installed") from None
+    minatar_gym.register_envs()
+    if env_id not in gym.registry:
+        raise DataError(f"the installed minatar package does not register {env_id}")
+
+
+def make_vec_env(spec: dict, num_envs: int) -> VectorEnv:
+    """The vector env of one dataset slot: `spec` = data.envs.<dataset> of the config."""
+    env_id, impl = spec["env_id"], spec.get("impl", "native")
+    if env_id.startswith("MinAtar/"):
+        register_minatar(env_id)
+    if impl == "native":
+        env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
+    elif impl == "batched":
+        if env_id != "Acrobot-v1":
+            raise ConfigError(f"impl=batched exists for Acrobot-v1 only, not {env_id}")
+        env = AcrobotVectorEnv(num_envs, max_episode_steps=gym.spec(env_id).max_episode_steps)
+    elif impl == "sync":  # = gym.make_vec(id, vectorization_mode="sync"), with picklable env makers
+        env = gym.vector.SyncVectorEnv([functools.partial(gym.make, env_id) for _ in range(num_envs)])
+    else:
+        raise ConfigError(f"data.envs impl must be native, batched or sync, not {impl!r}")
+    if spec.get("distractor_dims", 0):
+        env = DistractorDims(env, spec["distractor_dims"])
+    return env
+
+
+def describe(spec: dict) -> dict[str, Any]:
+    """What acquire records: the environment as gymnasium defines it, plus our additions."""
+    if spec["env_id"].startswith("MinAtar/"):
+        register_minatar(spec["env_id"])
+    try:
+        ref = gym.make(spec["env_id"])
+    except gym.error.Error as err:
+        raise DataError(f"gymnasium cannot make {spec['env_id']}: {err}") from None
+    reg = gym.spec(spec["env_id"])
+    info = {
+        "env_id": spec["env_id"],
+        "gymnasium_version": gym.__version__,
+        "entry_point": str(reg.entry_point),
+        "vector_entry_point": str(reg.vector_entry_point) if reg.vector_entry_point else None,
+        "max_episode_steps": reg.max_episode_steps,
+        "observation_space": str(ref.observation_space),
+        "obs_shape": list(ref.observation_space.shape),
+        "obs_dtype": str(ref.observation_space.dtype),
+        "action_space": str(ref.action_space),
+        "n_actions": int(ref.action_space.n),
+        "distractor_dims": int(spec.get("distractor_dims", 0)),
+        "impl": spec.get("impl", "native"),
+    }
+    ref.close()
+    return info
+
+
+def obs_dim(env: VectorEnv) -> int:
+    return int(np.prod(env.single_observation_space.shape))
+
+
+# ----------------------------------------------------------------------------- check vs gymnasium
+def _set_reference_state(ref: gym.Env, state: np.ndarray, steps: int) -> None:
+    ref.unwrapped.state = state.copy()
+    ref.unwrapped.steps_beyond_terminated = None
+    env = ref
+    while hasattr(env, "env"):  # the TimeLimit wrapper keeps the episode's step count
+        if isinstance(env, gym.wrappers.TimeLimit):
+            env._elapsed_steps = int(steps)
+        env = env.env
+
+
+def _check_actions(env_id: str, obs: np.ndarray, rng: np.random.Generator, n_actions: int) -> np.ndarray:
+    """Random actions; on Acrobot 70% of them pump energy (torque along dtheta2) so that episodes
+    also *terminate* (a random policy only ever hits the time limit)."""
+    actions = rng.integers(0, n_actions, size=len(obs))
+    if env_id.startswith("Acrobot"):
+        pump = np.where(obs[:, 5] > 0, 2, 0)
+        actions = np.where(rng.random(len(obs)) < 0.7, pump, actions)
+    return actions
+
+
+def check_against_gymnasium(spec: dict, n_steps: int, num_envs: int = 8, seed: int = 0) -> dict:
+    """Step the training env beside gymnasium.make(env_id) and return the largest deviation.
+
+    native / batched (classic control): before every step each reference env is put in the same
+    state as the vector sub-env, both take the same random action, and observation, reward,
+    terminated and truncated are compared. One-step comparisons, so the chaotic Acrobot cannot
+    amplify rounding differences. sync: reference envs seeded like the SyncVectorEnv sub-envs
+    (seed + i) must follow identical trajectories.
+    """
+    impl = spec.get("impl", "native")
+    vec = make_vec_env({**spec, "distractor_dims": 0}, num_envs)
+    refs = [gym.make(spec["env_id"]) for _ in range(num_envs)]
+    rng = np.random.default_rng(seed)
+    obs, _ = vec.reset(seed=seed)
+    ref_obs = np.stack([r.reset(seed=seed + i)[0] for i, r in enumerate(refs)])  # sync seeds sub-env i with seed+i
+    max_dev = float(np.abs(obs.astype(np.float64) - ref_obs).max()) if impl == "sync" else 0.0
+    if impl != "sync":  # half the sub-envs start 10 steps before the time limit: compare truncation too
+        vec.unwrapped.steps[: num_envs // 2] = vec.unwrapped.max_episode_steps - 10
+    mismatches, terminations, truncations = 0, 0, 0
+    prev_done = np.zeros(num_envs, dtype=bool)
+    for _ in range(n_steps):
+        actions = _check_actions(spec["env_id"], obs, rng, int(vec.single_action_space.n))
+        if impl != "sync":
+            state = np.asarray(vec.unwrapped.state)
+            state = state if isinstance(vec.unwrapped, AcrobotVectorEnv) else state.T  # CartPole keeps [4, N]
+            steps = np.asarray(vec.unwrapped.steps)
+            for i, r in enumerate(refs):
+                if not prev_done[i]:
+                    _set_reference_state(r, state[i], steps[i])
+        obs, reward, terminated, truncated, _ = vec.step(actions)
+        for i, r in enumerate(refs):
+            if prev_done[i]:  # the vector env's reset step; restart the reference from its state
+                if impl == "sync":
+                    ref_o, _ = r.reset()
+                    max_dev = max(max_dev, float(np.abs(obs[i].astype(np.float64) - ref_o).max()))
+                else:
+                    r.reset()
+                continue
+            ref_o, ref_r, ref_te, ref_tr, _ = r.step(int(actions[i]))
+            max_dev = max(max_dev, float(np.abs(obs[i].astype(np.float64) - ref_o).max()),
+                          abs(float(reward[i]) - float(ref_r)))
+            mismatches += int(bool(terminated[i]) != bool(ref_te)) + int(bool(truncated[i]) != bool(ref_tr))
+        prev_done = terminated | truncated
+        terminations, truncations = terminations + int(terminated.sum()), truncations + int(truncated.sum())
+    vec.close()
+    for r in refs:
+        r.close()
+    return {"steps": n_steps, "num_envs": num_envs, "max_abs_deviation": max_dev,
+            "flag_mismatches": mismatches, "terminations": terminations, "truncations": truncations}
