@@ -101,3 +101,12 @@ def test_claims_markdown_counts_verdicts():
     assert "Totals: 1 holds." in text
     assert "| toy | tiny | new beats base | +1.0 |" in text
     assert math.isfinite(float(text.split("new - base: ")[1].split(" ")[0]))
+
+
+def test_bootstrap_interval_agrees_with_the_t_interval_on_normal_data():
+    x = np.random.default_rng(1).normal(5.0, 2.0, 200)
+    t_est = aggregate(x, "mean")
+    boot = effect(x, np.zeros(50), "bootstrap_mean")
+    assert boot.lo == pytest.approx(t_est.lo, abs=0.1) and boot.hi == pytest.approx(t_est.hi, abs=0.1)
+    iqm_est = aggregate(x, "iqm")
+    assert iqm_est.lo < 5.0 < iqm_est.hi

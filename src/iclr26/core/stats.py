@@ -34,8 +34,10 @@ def _clean(values) -> np.ndarray:
     return arr[np.isfinite(arr)]
 
 
-def iqm(values) -> float:
+def iqm(values, axis=None) -> float | np.ndarray:
     """Interquartile mean: the mean of the middle 50% (scipy's 25%-trimmed mean)."""
+    if axis is not None:
+        return sps.trim_mean(values, 0.25, axis=axis)
     arr = _clean(values)
     return float(sps.trim_mean(arr, 0.25)) if arr.size else float("nan")
 
@@ -47,16 +49,20 @@ def _t_interval(arr: np.ndarray) -> tuple[float, float]:
     return float(arr.mean() - half), float(arr.mean() + half)
 
 
-def _bootstrap(stat, samples: list[np.ndarray]) -> tuple[float, float]:
-    """Percentile bootstrap of stat(*samples), resampling each sample independently (stratified)."""
+STATS = {"mean": np.mean, "median": np.median, "iqm": iqm}
+
+
+def _bootstrap(stat: str, samples: list[np.ndarray], difference: bool = False) -> tuple[float, float]:
+    """Percentile bootstrap of stat(sample) (or of stat(a) - stat(b)), resampling each sample
+    independently (stratified); all resamples are drawn at once and reduced along an axis."""
     if any(s.size < 2 for s in samples):
         return float("nan"), float("nan")
     rng = np.random.default_rng(BOOT_SEED)
-    draws = np.empty(N_BOOT)
-    for b in range(N_BOOT):
-        draws[b] = stat(*(s[rng.integers(0, s.size, s.size)] for s in samples))
+    fn = STATS[stat]
+    draws = [fn(s[rng.integers(0, s.size, (N_BOOT, s.size))], axis=1) for s in samples]
+    values = draws[0] - draws[1] if difference else draws[0]
     alpha = (1 - LEVEL) / 2
-    return float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha))
+    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
 
 
 def aggregate(values, how: str = "mean", lo=None, hi=None) -> Estimate:
@@ -67,9 +73,9 @@ def aggregate(values, how: str = "mean", lo=None, hi=None) -> Estimate:
     if how == "mean":
         return Estimate(float(arr.mean()), *_t_interval(arr), arr.size, "mean, t 95% CI")
     if how == "median":
-        return Estimate(float(np.median(arr)), *_bootstrap(np.median, [arr]), arr.size, "median, bootstrap 95% CI")
+        return Estimate(float(np.median(arr)), *_bootstrap("median", [arr]), arr.size, "median, bootstrap 95% CI")
     if how == "iqm":
-        return Estimate(iqm(arr), *_bootstrap(iqm, [arr]), arr.size, "IQM, bootstrap 95% CI")
+        return Estimate(iqm(arr), *_bootstrap("iqm", [arr]), arr.size, "IQM, bootstrap 95% CI")
     if how == "fit":
         if arr.size != 1:
             raise ValueError(f"agg 'fit' expects one value, got {arr.size}")
@@ -105,9 +111,9 @@ def effect(method, baseline, test: str, method_lo=None, method_hi=None, base_lo=
         d = float(m.mean() - b.mean())
         return Estimate(d, d - half, d + half, min(m.size, b.size), "Welch t, 95% CI of the difference")
     if test in ("bootstrap_mean", "bootstrap_iqm"):
-        stat = np.mean if test == "bootstrap_mean" else iqm
-        d = float(stat(m) - stat(b))
-        lo, hi = _bootstrap(lambda x, y: stat(x) - stat(y), [m, b])
+        stat = "mean" if test == "bootstrap_mean" else "iqm"
+        d = float(STATS[stat](m) - STATS[stat](b))
+        lo, hi = _bootstrap(stat, [m, b], difference=True)
         name = "mean" if test == "bootstrap_mean" else "IQM"
         return Estimate(d, lo, hi, min(m.size, b.size), f"stratified bootstrap, 95% CI of the {name} difference")
     if test == "fit":
