@@ -124,6 +124,21 @@ def source_of(paper, dataset):
     return where + (f"; model {model}" if model else "")
 
 
+def launcher(wildcards):
+    """How a train job starts: `python -m`, or `accelerate launch -m` with one process per GPU
+    (or `launch.processes` CPU processes, gloo) for papers whose training is data parallel."""
+    paper = wildcards.paper
+    cfg = job_config(paper)
+    gpus = resource("train", "gpus")(wildcards, 1)
+    processes = gpus if gpus > 1 else int(cfg["launch"]["processes"])
+    if processes <= 1 or not PAPER_DECL[paper].data_parallel:
+        return "python -m"
+    port = 20000 + int(config_digest([paper, wildcards.method, wildcards.seeds]), 16) % 20000
+    return (f"accelerate launch --multi_gpu --num_processes {processes} --num_machines 1"
+            f" --main_process_port {port} --mixed_precision {cfg['launch']['mixed_precision']}"
+            " --dynamo_backend no -m")
+
+
 def eval_files(wildcards):
     return [
         f"runs/{SCALE}/{wildcards.paper}/{m}/{b}/eval.json"

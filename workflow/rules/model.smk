@@ -17,6 +17,7 @@ rule train:
     params:
         config=lambda w: digest(w.paper, "train"),
         args=lambda w: cli_args(w.paper),
+        launch=launcher,
     log:
         "logs/{scale}/{paper}/train/{method}_{seeds}.log",
     threads: lambda w: job_config(w.paper)["resources"]["train"]["cpus"]
@@ -25,7 +26,7 @@ rule train:
     conda:
         conda_env
     shell:
-        "python -m iclr26 train --paper {wildcards.paper} --scale {wildcards.scale}"
+        "{params.launch} iclr26 train --paper {wildcards.paper} --scale {wildcards.scale}"
         " --method {wildcards.method} --seeds {wildcards.seeds} {params.args} 2>&1 | tee {log}"
 
 

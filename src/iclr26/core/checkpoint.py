@@ -15,9 +15,10 @@ from .io import atomic_path
 
 
 class Checkpointer:
-    def __init__(self, directory: str | Path, every: int = 0):
+    def __init__(self, directory: str | Path, every: int = 0, writer: bool = True):
         self.path = Path(directory) / "checkpoint.pt"
         self.every = int(every)
+        self.writer = writer  # with several processes only the main one writes
         self._stop_requested = False
         self._previous_handler = None
 
@@ -36,18 +37,23 @@ class Checkpointer:
     def save(self, state: dict[str, Any]) -> None:
         import torch
 
+        if not self.writer:
+            return
         with atomic_path(self.path) as tmp:
             torch.save(state, tmp)
 
-    def maybe_save(self, step: int, state_fn: Callable[[], dict]) -> bool:
-        """Save when `step` is on the schedule or a stop was requested; True if the loop must stop."""
+    def maybe_save(self, step: int, state_fn: Callable[[], dict], stop: bool | None = None) -> bool:
+        """Save when `step` is on the schedule or a stop was requested; True if the loop must stop.
+        `stop` overrides this process's own flag (several processes agree on one decision)."""
+        stop = self._stop_requested if stop is None else stop
         due = self.every > 0 and step > 0 and step % self.every == 0
-        if due or self._stop_requested:
+        if due or stop:
             self.save(state_fn())
-        return self._stop_requested
+        return stop
 
     def clear(self) -> None:
-        self.path.unlink(missing_ok=True)
+        if self.writer:
+            self.path.unlink(missing_ok=True)
 
     # -- preemption: Slurm sends SIGTERM before it kills or requeues a job
     def handle_sigterm(self) -> "Checkpointer":

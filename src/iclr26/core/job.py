@@ -22,6 +22,7 @@ import yaml
 
 from .checkpoint import Checkpointer
 from .config import ConfigError, compose_job_config, parse_seed_block
+from .distributed import is_main_process, rank, world_size
 from .io import atomic_write, read_json, write_json
 from .paper import Paper, get_paper
 from .provenance import provenance
@@ -58,7 +59,12 @@ class Job:
 
     def checkpointer(self, every: int | None = None) -> Checkpointer:
         every = self.cfg.get("train", {}).get("checkpoint_every", 0) if every is None else every
-        return Checkpointer(self.out_dir, every).handle_sigterm()
+        return Checkpointer(self.out_dir, every, writer=is_main_process()).handle_sigterm()
+
+    @property
+    def is_main(self) -> bool:
+        """False in the extra processes of a data-parallel job: they compute, they do not write."""
+        return is_main_process()
 
     def log(self, message: str, every_s: float = 0.0) -> None:
         """Progress line on stderr (Snakemake and Slurm keep it in the job log); rate-limited."""
@@ -67,6 +73,8 @@ class Job:
             return
         self._last_log = now
         tag = "/".join(x for x in (self.paper.slug, self.stage, self.dataset, self.method) if x)
+        if world_size() > 1:
+            tag += f" rank {rank()}"
         print(f"[{tag}] {message}", file=sys.stderr, flush=True)
 
 
@@ -122,13 +130,16 @@ def run_stage(
     _limit_threads(threads)
     stage_fn = paper.stage(stage)  # imports the paper's stage module (and torch, if it uses it)
     _configure_torch(threads)
-    _save_config(job)
+    if job.is_main:
+        _save_config(job)
     started = time.time()
     job.log("start")
     result = stage_fn(job) or {}
     elapsed = round(time.time() - started, 3)
+    if not job.is_main:
+        return done  # the main process writes the completion file
     meta = provenance(stage=stage, paper=slug, scale=scale, dataset=dataset, method=method, seeds=seeds,
-                      wall_seconds=elapsed, threads=threads)
+                      wall_seconds=elapsed, threads=threads, processes=world_size())
     if stage in ("acquire", "prepare"):
         write_json(done, {"files": file_manifest(out_dir), "info": result, "provenance": meta, "config": cfg})
     else:

@@ -11,5 +11,6 @@ PAPER = Paper(
     methods=("random", "xavier", "mimetic", "conditioned"),  # table rows, in order
     datasets=("images",),  # motif pairs at tiny/smoke, CIFAR-10 at full (config data.images.source)
     stages="iclr26.papers.conditioned_init.experiment",
+    data_parallel=True,  # training.py shards each batch over `accelerate launch` processes
     gpu_stages=("train",),  # evaluate reads the saved test logits with numpy
 )

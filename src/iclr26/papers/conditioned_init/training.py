@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from iclr26.core.checkpoint import rng_state, set_rng_state
+from iclr26.core.distributed import DataParallel
 from iclr26.core.io import atomic_path
 
 from . import data as D
@@ -59,9 +60,21 @@ def predict(model, x: np.ndarray, pool: str, batch_size: int, device: str) -> np
     return torch.cat(out).numpy()
 
 
-def train_run(job, ckpt, state: dict, regime_name: str, seed: int, arrays: dict) -> dict:
-    """Train one (regime, seed) run of job.method, resuming from state['current'] if it is this run."""
-    cfg, tc, device = job.cfg, job.cfg["train"], job.cfg.get("device", "cpu")
+class Classifier(torch.nn.Module):
+    """The ViT with its pooling in forward(), so that DDP sees (and syncs) the whole computation."""
+
+    def __init__(self, model, pool: str):
+        super().__init__()
+        self.model, self.pool = model, pool
+
+    def forward(self, pixel_values):
+        return logits(self.model, pixel_values, self.pool)
+
+
+def train_run(job, dp: DataParallel, ckpt, state: dict, regime_name: str, seed: int, arrays: dict) -> dict:
+    """Train one (regime, seed) run of job.method, resuming from state['current'] if it is this run.
+    Under `accelerate launch` each process takes its shard of every global batch (data parallel)."""
+    cfg, tc, device = job.cfg, job.cfg["train"], str(dp.device)
     regime, pool = tc["regimes"][regime_name], cfg["model"]["pool"]
     key = run_key(regime_name, seed)
     augment = bool(cfg["data"][DATASET].get("augment", False))
@@ -72,6 +85,7 @@ def train_run(job, ckpt, state: dict, regime_name: str, seed: int, arrays: dict)
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=regime["lr"], weight_decay=tc["weight_decay"],
                                   betas=tuple(tc["betas"]))
+    net, optimizer = dp.prepare(Classifier(model, pool), optimizer)
     schedule = make_schedule(optimizer, regime)
 
     resume = state.get("current")
@@ -88,32 +102,35 @@ def train_run(job, ckpt, state: dict, regime_name: str, seed: int, arrays: dict)
         losses, start, wall = [], 0, 0.0
 
     def snapshot(step: int) -> dict:
-        current = {"key": key, "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        current = {"key": key, "step": step, "model": dp.unwrap(net).model.state_dict(),
+                   "optimizer": optimizer.state_dict(),
                    "schedule": schedule.state_dict(), "rng": rng_state(), "losses": list(losses),
                    "kappa": kappa, "wall_s": wall + time.time() - started}
         return {**state, "current": current}
 
     started = time.time()
     for step in range(start, regime["steps"]):
-        x, y = train_batch(arrays, tc, augment, seed, step, device)
-        loss = F.cross_entropy(logits(model, x, pool), y)
+        x, y = dp.shard(*train_batch(arrays, tc, augment, seed, step, device))
+        loss = F.cross_entropy(net(x), y)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        dp.backward(loss)
         optimizer.step()
         schedule.step()
-        losses.append(loss.item())
+        losses.append(dp.mean(loss.item()))  # the loss of the whole global batch
         job.log(f"{key}: step {step + 1}/{regime['steps']} loss {losses[-1]:.3f}", every_s=30)
         if after_step is not None:
             after_step(key, step + 1)
-        if ckpt.maybe_save(step + 1, lambda: snapshot(step + 1)):
+        if ckpt.maybe_save(step + 1, lambda: snapshot(step + 1), stop=dp.stop_agreed(ckpt.stop_requested)):
             raise Preempted(f"{job.method} {key}: stopped by SIGTERM at step {step + 1}, checkpoint saved")
 
-    test_logits = predict(model, arrays["test_x"], pool, cfg["eval"]["batch_size"], device)
-    _save_npz(job.out_dir / f"run_{key}.npz", {"losses": np.asarray(losses, dtype=np.float64),
-                                                "test_logits": test_logits, "kappa": np.float64(kappa)})
-    with atomic_path(job.out_dir / f"model_{key}.pt") as tmp:
-        torch.save(model.state_dict(), tmp)
     wall += time.time() - started
+    if dp.is_main:  # one process predicts and writes; the others have the same weights
+        test_logits = predict(model, arrays["test_x"], pool, cfg["eval"]["batch_size"], device)
+        _save_npz(job.out_dir / f"run_{key}.npz", {"losses": np.asarray(losses, dtype=np.float64),
+                                                    "test_logits": test_logits, "kappa": np.float64(kappa)})
+        with atomic_path(job.out_dir / f"model_{key}.pt") as tmp:
+            torch.save(model.state_dict(), tmp)
+    dp.wait()
     return {"kappa_J_init": kappa, "final_train_loss": float(np.mean(losses[-10:])), "wall_s": round(wall, 3)}
 
 
@@ -124,6 +141,7 @@ def train_method(job) -> dict:
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     torch.set_flush_denormal(True)
     arrays = load_prepared(job.prepared_dir(DATASET))
+    dp = DataParallel(job.cfg.get("device", "cpu"))
     previous_handler = signal.getsignal(signal.SIGTERM)
     ckpt = job.checkpointer()
     try:
@@ -132,7 +150,7 @@ def train_method(job) -> dict:
             key = run_key(regime_name, seed)
             if key in state["completed"]:
                 continue
-            state["completed"][key] = train_run(job, ckpt, state, regime_name, seed, arrays)
+            state["completed"][key] = train_run(job, dp, ckpt, state, regime_name, seed, arrays)
             state["current"] = None
             ckpt.save(state)  # a finished run is never trained again after a restart
             job.log(f"{key}: done ({state['completed'][key]['wall_s']:.1f}s)")

@@ -1,0 +1,51 @@
+"""Forward hooks on one decoder layer: read its output hidden states, or shift them.
+
+Used by activation steering: h <- h + alpha_b * v at the last position of row b, where alpha_b is
+set per row before each forward pass (0 leaves the row untouched).
+"""
+from __future__ import annotations
+
+import torch
+
+
+def decoder_layers(model):
+    """The decoder blocks of a causal LM (Qwen2/Llama-style `model.model.layers`)."""
+    return model.get_decoder().layers
+
+
+class LayerHook:
+    """Context manager around one layer. `captured` is the layer output of the last forward pass
+    ([batch, seq, hidden]) when capture=True; `set_shift(alpha, vector)` shifts the next passes."""
+
+    def __init__(self, model, layer: int, capture: bool = False):
+        self.layer = decoder_layers(model)[layer]
+        self.capture = capture
+        self.captured = None
+        self.alpha = None   # [batch] or None
+        self.vector = None  # [hidden]
+        self._handle = None
+
+    def set_shift(self, alpha, vector=None) -> None:
+        self.alpha = None if alpha is None else torch.as_tensor(alpha, dtype=torch.float32)
+        if vector is not None:
+            self.vector = torch.as_tensor(vector, dtype=torch.float32)
+
+    def _hook(self, module, args, output):
+        hidden = output[0] if isinstance(output, tuple) else output
+        if self.alpha is not None and self.vector is not None and bool((self.alpha != 0).any()):
+            hidden = hidden.clone()
+            hidden[:, -1, :] += self.alpha.to(hidden.dtype)[:, None] * self.vector.to(hidden.dtype)[None, :]
+        if self.capture:
+            self.captured = hidden.detach()
+        if isinstance(output, tuple):
+            return (hidden, *output[1:])
+        return hidden
+
+    def __enter__(self):
+        self._handle = self.layer.register_forward_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc):
+        self._handle.remove()
+        self._handle = None
+        return False

@@ -1,0 +1,101 @@
+"""Seeded synthetic reasoning traces: modular chain arithmetic, in the real datasets' row schema.
+
+A problem is a start value and `n_ops` operations `+d` / `-d` modulo `modulus`; the answer is the
+final value. The teacher's trace (the thinking text) is a list of steps joined by the step
+separator, each step one of:
+    comp     "+ 4 = 7"        a computation step: the answer needs it
+    restate  "so 7"           redundant: repeats the value just computed
+    repeat   "that + 4"       redundant: repeats the operation just applied (a question copy)
+    filler   "ok check"       redundant: a filler phrase drawn from `filler_vocab_size` words
+    fix      "wait + 4 = 7"   reflection after a wrong comp step that corrects it (useful)
+    check    "wait + 4 = 7"   reflection after a right comp step that re-derives it (redundant)
+Knobs (the `data.<dataset>` config): modulus, n_ops [lo, hi] (difficulty), redundancy (share of
+redundant steps among the comp+redundant steps), filler_vocab_size (1 = deterministic filler),
+error_rate and fix_rate (a comp step is wrong with error_rate; a fix follows with fix_rate, and an
+unfixed error carries on to a wrong trace answer), check_rate_easy / check_rate_hard with
+easy_max_ops (redundant re-checks of right steps, mostly on easy problems: overthinking).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .tokenizer import END_THINK, SEP, THINK
+
+FILLERS = ("ok", "fine", "sure", "right", "yes", "good", "hmm", "well")
+WORDS = ("+", "-", "=", "so", "that", "wait", "check", "ans", *FILLERS)
+REDUNDANT_CYCLE = ("restate", "repeat", "filler")
+REFLECTION = "wait"
+
+
+def vocabulary(modulus: int) -> list[str]:
+    return [str(v) for v in range(modulus)] + list(WORDS)
+
+
+def _apply(value: int, op: str, d: int, modulus: int) -> int:
+    return (value + d) % modulus if op == "+" else (value - d) % modulus
+
+
+def redundant_per_step(redundancy: float) -> int:
+    """Redundant steps after each comp step so that their share of steps is `redundancy`."""
+    return int(round(redundancy / (1.0 - redundancy))) if redundancy < 1 else 0
+
+
+def make_row(rng: np.random.Generator, spec: dict) -> dict:
+    """One problem with its teacher trace; keys: problem, answer, trace, trace_answer, kinds, n_ops."""
+    m = int(spec["modulus"])
+    lo, hi = spec["n_ops"]
+    n_ops = int(rng.integers(lo, hi + 1))
+    start = int(rng.integers(0, m))
+    ops = [(str(rng.choice(["+", "-"])), int(rng.integers(1, m))) for _ in range(n_ops)]
+    n_red = redundant_per_step(float(spec.get("redundancy", 0.0)))
+    fillers = FILLERS[: int(spec.get("filler_vocab_size", 1))]
+    easy = n_ops <= int(spec.get("easy_max_ops", 0))
+    check_rate = float(spec.get("check_rate_easy" if easy else "check_rate_hard", 0.0))
+    truth, value = start, start
+    steps, kinds = [], []
+    for op, d in ops:
+        truth = _apply(truth, op, d, m)
+        right = _apply(value, op, d, m)
+        wrong = rng.random() < float(spec.get("error_rate", 0.0))
+        value = (right + int(rng.integers(1, m))) % m if wrong else right
+        steps.append(f"{op} {d} = {value}"), kinds.append("comp")
+        if wrong and rng.random() < float(spec.get("fix_rate", 0.0)):
+            value = right
+            steps.append(f"{REFLECTION} {op} {d} = {value}"), kinds.append("fix")
+        elif not wrong and rng.random() < check_rate:
+            steps.append(f"{REFLECTION} {op} {d} = {value}"), kinds.append("check")
+        for j in range(n_red):
+            kind = REDUNDANT_CYCLE[j % len(REDUNDANT_CYCLE)]
+            text = {"restate": f"so {value}", "repeat": f"that {op} {d}",
+                    "filler": f"{fillers[int(rng.integers(0, len(fillers)))]} check"}[kind]
+            steps.append(text), kinds.append(kind)
+    problem = " ".join([str(start)] + [f"{op} {d}" for op, d in ops])
+    return {"problem": problem, "answer": str(truth), "trace": f" {SEP} ".join(steps),
+            "trace_answer": str(value), "kinds": kinds, "n_ops": n_ops}
+
+
+def generate(spec: dict, n: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    return [make_row(rng, spec) for _ in range(n)]
+
+
+# ----------------------------------------------------------------------------- text layout
+def prompt_text(problem: str) -> str:
+    return f"{problem} {THINK}"
+
+
+def answer_text(answer: str) -> str:
+    """What follows the thinking span: the prefill point of the step-entropy evaluation is `</think> ans`."""
+    return f"{END_THINK} ans {answer}"
+
+
+def full_text(problem: str, trace: str, answer: str) -> str:
+    return f"{prompt_text(problem)} {trace} {answer_text(answer)}"
+
+
+def split_steps(trace: str) -> list[str]:
+    return [s.strip() for s in trace.split(SEP) if s.strip()]
+
+
+def join_steps(steps: list[str]) -> str:
+    return f" {SEP} ".join(steps)
