@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs: a virtualenv in .venv with the pinned packages and this
-# project (editable). Safe to rerun: it reinstalls only when requirements.txt or pyproject.toml
-# change. Use PYTHON=/path/to/python3.11 to choose the interpreter.
+# project (editable), and, where we are root on Debian/Ubuntu, Slurm and munge for the local test
+# cluster (scripts/slurm-local.sh). Safe to rerun: it reinstalls only when requirements.txt or
+# pyproject.toml change. Use PYTHON=/path/to/python3.11 to choose the interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v slurmctld >/dev/null; then
+  bash scripts/slurm-local.sh install
+fi
 
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
