@@ -16,6 +16,9 @@ def configure_torch(threads: int = 1) -> None:
     # denormals make tiny-std activations 10x slower on CPU; one thread per job (Snakemake runs jobs side by side)
     torch.set_num_threads(max(1, int(threads)))
     torch.set_flush_denormal(True)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # no shard/weight progress bars in job logs
 
 
 def build_model(spec: dict, tokenizer, seed: int = 0):

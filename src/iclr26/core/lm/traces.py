@@ -9,7 +9,7 @@ separator, each step one of:
     filler   "ok check"       redundant: a filler phrase drawn from `filler_vocab_size` words
     fix      "wait + 4 = 7"   reflection after a wrong comp step that corrects it (useful)
     check    "wait + 4 = 7"   reflection after a right comp step that re-derives it (redundant)
-Knobs (the `data.<dataset>` config): modulus, n_ops [lo, hi] (difficulty), redundancy (share of
+Knobs (the `data.<dataset>` config): modulus, max_operand, n_ops [lo, hi] (difficulty), redundancy (share of
 redundant steps among the comp+redundant steps), filler_vocab_size (1 = deterministic filler),
 error_rate and fix_rate (a comp step is wrong with error_rate; a fix follows with fix_rate, and an
 unfixed error carries on to a wrong trace answer), check_rate_easy / check_rate_hard with
@@ -46,7 +46,8 @@ def make_row(rng: np.random.Generator, spec: dict) -> dict:
     lo, hi = spec["n_ops"]
     n_ops = int(rng.integers(lo, hi + 1))
     start = int(rng.integers(0, m))
-    ops = [(str(rng.choice(["+", "-"])), int(rng.integers(1, m))) for _ in range(n_ops)]
+    top = int(spec.get("max_operand", m - 1))
+    ops = [(str(rng.choice(["+", "-"])), int(rng.integers(1, top + 1))) for _ in range(n_ops)]
     n_red = redundant_per_step(float(spec.get("redundancy", 0.0)))
     fillers = FILLERS[: int(spec.get("filler_vocab_size", 1))]
     easy = n_ops <= int(spec.get("easy_max_ops", 0))
@@ -99,3 +100,54 @@ def split_steps(trace: str) -> list[str]:
 
 def join_steps(steps: list[str]) -> str:
     return f" {SEP} ".join(steps)
+
+
+# ----------------------------------------------------------------------------- token level
+def encode(tokenizer, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def training_example(tokenizer, problem: str, trace: str, answer: str) -> tuple[list[int], int]:
+    """(ids of prompt + trace + answer + eos, prompt length): the loss covers what follows the prompt."""
+    prompt = encode(tokenizer, prompt_text(problem))
+    rest = encode(tokenizer, f"{trace} {answer_text(answer)}") + [tokenizer.eos_token_id]
+    return prompt + rest, len(prompt)
+
+
+def parse_completion(tokenizer, tokens: list[int]) -> dict:
+    """Split generated tokens (after `<think>`) into the thinking text, its token count and the answer
+    (the word after `ans`; '' when the model never closed the thinking span)."""
+    end = tokenizer.convert_tokens_to_ids(END_THINK)
+    eos = tokenizer.eos_token_id
+    tokens = tokens[: tokens.index(eos)] if eos in tokens else tokens
+    if end not in tokens:
+        return {"thinking": tokenizer.decode(tokens), "thinking_tokens": len(tokens), "answer": ""}
+    cut = tokens.index(end)
+    tail = tokenizer.decode(tokens[cut + 1:]).split()
+    answer = tail[1] if len(tail) >= 2 and tail[0] == "ans" else ""
+    return {"thinking": tokenizer.decode(tokens[:cut]), "thinking_tokens": cut, "answer": answer}
+
+
+def audit_thinking(problem: str, thinking: str, modulus: int) -> dict:
+    """Replay a (generated) thinking text against the problem. A comp step is an error when its value
+    differs from its operation applied to the running value; a reflection step re-derives the last
+    comp step from the value before it: a fix when it corrects the running value, a check when it
+    repeats it. The running value follows the trace as written."""
+    value = before = int(problem.split()[0])
+    errors = fixes = checks = 0
+    for step in split_steps(thinking):
+        parts = step.split()
+        reflect = parts[:1] == [REFLECTION]
+        parts = parts[1:] if reflect else parts
+        if len(parts) != 4 or parts[0] not in ("+", "-") or parts[2] != "=" or not (parts[1] + parts[3]).isdigit():
+            continue
+        written = int(parts[3]) % modulus
+        if reflect:
+            right = _apply(before, parts[0], int(parts[1]), modulus)
+            fixes += int(written != value and written == right)
+            checks += int(written == value)
+        else:
+            before = value
+            errors += int(written != _apply(before, parts[0], int(parts[1]), modulus))
+        value = written
+    return {"errors": errors, "fixes": fixes, "checks": checks, "final": value}

@@ -1,0 +1,11 @@
+"""Card 03: Efficient Reasoning with Balanced Thinking (ReBalance; arXiv 2603.12372, ICLR 2026)."""
+from iclr26.core.paper import Paper
+
+PAPER = Paper(
+    slug="rebalance",
+    title="Efficient Reasoning with Balanced Thinking",
+    arxiv="2603.12372", openreview="cJseWJJ5IM", code="https://github.com/yu-lin-li/ReBalance",
+    methods=("original", "keyword_suppression", "static_steering", "rebalance"),  # table rows, in order
+    datasets=("math",),
+    stages="iclr26.papers.rebalance.experiment",
+)

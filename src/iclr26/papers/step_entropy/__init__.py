@@ -1,0 +1,12 @@
+"""Card 07: Compressing LLM Chain-of-Thought via Step Entropy (arXiv 2508.03346, ICLR 2026)."""
+from iclr26.core.paper import Paper
+
+PAPER = Paper(
+    slug="step_entropy",
+    title="Making Slow Thinking Faster: Compressing LLM Chain-of-Thought via Step Entropy",
+    arxiv="2508.03346", openreview="cGLqQfS5wH",
+    code="https://github.com/staymylove/COT_Compresstion_via_Step_entropy",
+    methods=("full_cot", "low_entropy", "random", "high_entropy"),  # table rows, in order
+    datasets=("reasoning", "filler_weakness"),  # the headline task and the card's weakness row
+    stages="iclr26.papers.step_entropy.experiment",
+)

@@ -1,0 +1,99 @@
+"""Card 03, ReBalance: calibration, the control function and its gates, steering, and a smoke run."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from iclr26.core.job import load_records, run_paper
+from iclr26.papers.rebalance import control as C
+from iclr26.papers.rebalance.experiment import figures
+
+SLUG = "rebalance"
+SHIPPED_7B = {"q25c": 0.666, "q75c": 0.928, "q25v": 0.00049, "q75v": 0.0099, "low_val_1": -1.19, "low_val_2": -2.34}
+
+
+def test_control_function_meets_its_conditions_and_gates():
+    ctl = C.Controller(SHIPPED_7B)
+    assert ctl.baseline(0.666) == pytest.approx(-1.19, abs=1e-9)          # F(q25c) = low_val_1
+    assert ctl.baseline(1.0) == pytest.approx(0.01, abs=1e-9)             # F(1) = 0.01
+    assert ctl.baseline(0.7) < ctl.baseline(0.9)                          # more confident, less pruning
+    # overthinking corner (unsure and unstable): the aggressive magnitude low_val_2
+    assert ctl.alpha(0.5, 0.05) == pytest.approx(-2.34, abs=1e-6)
+    # underthinking corner (sure and stable): a push toward reflection, high_val_2
+    assert ctl.alpha(1.0, 0.0) == pytest.approx(0.1, abs=1e-6)
+    assert ctl.alpha(0.99, 0.0) == pytest.approx(ctl.baseline(0.99) + 0.1 - 0.01, abs=1e-6)
+    # unsure but stable: no gate fires, alpha follows F alone
+    assert ctl.alpha(0.6, 0.0) == pytest.approx(max(ctl.baseline(0.6), -2.34), abs=1e-6)
+    for c in np.linspace(0, 1, 11):
+        for v in (0.0, 0.005, 0.05):
+            assert -2.34 - 1e-9 <= ctl.alpha(c, v) <= 0.1 + 1e-9
+
+
+def test_confidence_labels_vector_and_lda_magnitudes():
+    assert C.step_confidence([math.log(0.5), math.log(0.5)]) == pytest.approx(0.5)
+    assert C.variance_proxy(0.9, 0.5) == pytest.approx(0.04) and C.variance_proxy(0.9, None) == 0.0
+    conf = np.array([0.1, 0.2, 0.5, 0.6, 0.9, 0.95, 0.97, 0.99])
+    cue = np.array([0, 0, 1, 0, 0, 1, 0, 0], bool)
+    pos, neg, q25, q75 = C.labels(conf, cue)
+    assert pos.tolist() == [1, 1, 1, 0, 0, 1, 0, 0]          # cue or below q25
+    assert neg.tolist() == [0, 0, 0, 0, 0, 0, 1, 1]          # no cue and above q75
+    rng = np.random.default_rng(0)
+    hidden = rng.normal(size=(8, 4))
+    hidden[pos] += [3, 0, 0, 0]
+    v = C.steering_vector(hidden, pos, neg)
+    assert v[0] > 2
+    low1, low2 = C.lda_magnitudes(hidden, pos, neg, v)
+    assert low1 == pytest.approx(-0.5)                        # the midpoint boundary: half of v moves the mean
+    assert low2 <= low1 < 0
+
+
+def test_smoke_run_every_stage_and_same_seed_same_records(workdir, tmp_path_factory):
+    evals = run_paper(SLUG, "smoke")
+    records = pd.DataFrame(load_records(evals)).sort_values(["method", "seed"]).reset_index(drop=True)
+    assert list(dict.fromkeys(pd.DataFrame(load_records(evals))["method"])) == [
+        "original", "keyword_suppression", "static_steering", "rebalance"]
+    assert records["accuracy"].between(0, 1).all() and (records["thinking_tokens"] > 0).all()
+    ks = records[records["method"] == "keyword_suppression"]
+    assert (ks["reflections"] == 0).all()                     # the cue is never sampled
+    steering = list(workdir.glob("runs/smoke/rebalance/rebalance/*/steering_s0.json"))
+    assert steering
+    paths = figures({}, records, workdir / "fig")
+    assert paths and all(p.stat().st_size > 0 for p in paths)
+
+    import os
+
+    os.chdir(tmp_path_factory.mktemp("again"))
+    again = pd.DataFrame(load_records(run_paper(SLUG, "smoke"))).sort_values(["method", "seed"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(records, again)
+
+
+def test_steering_acts_only_at_step_boundaries_inside_thinking():
+    """A huge steering vector changes what follows a boundary; with alpha 0 the arm is the original."""
+    from iclr26.core.lm import model as M
+    from iclr26.core.lm import tokenizer as K
+    from iclr26.core.lm import traces as T
+    from iclr26.papers.rebalance.experiment import sample
+
+    spec = {"modulus": 10, "max_operand": 2, "n_ops": [2, 3], "error_rate": 0.2, "fix_rate": 0.9}
+    tok = K.build_tokenizer(T.vocabulary(10))
+    model = M.build_model({"config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                                      "num_attention_heads": 2}}, tok, seed=0).eval()
+    rows = T.generate(spec, 32, seed=0)
+    examples = [T.training_example(tok, r["problem"], r["trace"], r["trace_answer"]) for r in rows * 4]
+    M.train_lm(model, [e[0] for e in examples], [e[1] for e in examples], tok.pad_token_id, 60, 16, 5e-3, 0)
+    cfg = {"eval": {"max_new_tokens": 30, "temperature": 0.7},
+           "method": {"layer": 0, "slope": 1200.0, "high_val_2": 0.1, "k_iqr": 2.0}}
+    cal = {"q25c": 0.5, "q75c": 0.9, "q25v": 0.0, "q75v": 0.01, "low_val_1": -1.0, "low_val_2": -2.0,
+           "vector": (np.ones(32) * 50).tolist()}
+    original = sample(model, tok, rows, cfg, 0, "original").tokens
+    sep = tok.convert_tokens_to_ids(K.SEP)
+    steered = sample(model, tok, rows, cfg, 0, "static_steering", cal).tokens
+    assert steered != original
+    for a, b in zip(original, steered):    # identical up to and including the first boundary
+        cut = a.index(sep) + 1 if sep in a else len(a)
+        assert a[:cut] == b[:cut]
+    silent = sample(model, tok, rows, cfg, 0, "static_steering", {**cal, "low_val_1": 0.0}).tokens
+    assert silent == original
+    cue = T.encode(tok, T.REFLECTION)[0]
+    assert all(cue not in t for t in sample(model, tok, rows, cfg, 0, "keyword_suppression").tokens)
