@@ -62,8 +62,8 @@ def _generate_chunk(model, prompts, rows, pad_id, eos_id, max_new, temperature, 
         if before_token is not None and cache is not None:
             before_token(rows, step_input[:, -1], out)
         result = model(input_ids=step_input, attention_mask=mask, position_ids=step_pos,
-                       past_key_values=cache, use_cache=True)
-        cache = result.past_key_values
+                       cache=cache, use_cache=True)
+        cache = result.cache
         logits = result.logits[:, -1, :].float()
         chosen = _pick(logits, temperature, gen, banned)
         logprob, entropy, maxprob = token_stats(logits, chosen)

@@ -76,7 +76,7 @@ def train_lm(model, sequences: list[list[int]], loss_from: list[int], pad_id: in
         optimizer.step()
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
-        losses.append(float(loss))
+        losses.append(loss.detach().item())
         if log is not None:
             log(f"step {step + 1}/{steps} loss {losses[-1]:.3f}", every_s=10)
     model.eval()
