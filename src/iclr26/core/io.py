@@ -83,3 +83,12 @@ def read_json(path: str | os.PathLike) -> Any:
         raise
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+
+
+def write_jsonl(path: str | os.PathLike, rows) -> Path:
+    """One JSON object per line (the row format of the hub's reasoning datasets), atomically."""
+    return atomic_write(path, "".join(json.dumps(row) + "\n" for row in rows))
+
+
+def read_jsonl(path: str | os.PathLike) -> list:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]

@@ -81,6 +81,18 @@ def generate(spec: dict, n: int, seed: int) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- text layout
+def write_splits(spec: dict, out_dir, splits: dict[str, int]) -> dict:
+    """Generate each split (name -> rows) from `spec["data_seed"]`, one seed per split, as jsonl."""
+    from pathlib import Path
+
+    from iclr26.core.io import write_jsonl
+
+    seed = int(spec["data_seed"])
+    for offset, (split, n) in enumerate(splits.items()):
+        write_jsonl(Path(out_dir) / f"{split}.jsonl", generate(spec, int(n), seed * 1000 + offset))
+    return {"source": "chains", **{f"n_{k}": int(v) for k, v in splits.items()}}
+
+
 def prompt_text(problem: str) -> str:
     return f"{problem} {THINK}"
 

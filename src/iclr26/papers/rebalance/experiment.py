@@ -18,20 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from iclr26.core.io import atomic_write
+from iclr26.core.errors import ConfigError
+from iclr26.core.io import atomic_write, read_jsonl
 
 from . import control as C
 
 DATASET = "math"
 STEERED = ("static_steering", "rebalance")
-
-
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    atomic_write(path, "".join(json.dumps(r) + "\n" for r in rows))
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
 # ----------------------------------------------------------------------------- acquire, prepare
@@ -47,14 +40,11 @@ def acquire(job) -> dict:
         calib = download(spec["calibration_url"], job.out_dir / "calibration.jsonl", spec.get("calibration_sha256"))
         return {"test": str(path), "calibration": str(calib)}
     if spec["source"] != "chains":
-        raise ValueError(f"data.{job.dataset}.source must be chains or hub, got {spec['source']!r}")
+        raise ConfigError(f"data.{job.dataset}.source must be chains or hub, got {spec['source']!r}")
     from iclr26.core.lm import traces as T
 
-    seed = int(spec["data_seed"])
-    sizes = {"train": spec["n_train"], "calibration": spec["n_calibration"], "test": spec["n_test"]}
-    for offset, (split, n) in enumerate(sizes.items()):
-        _write_jsonl(job.out_dir / f"{split}.jsonl", T.generate(spec, int(n), seed * 1000 + offset))
-    return {"source": "chains", **sizes}
+    splits = {"train": spec["n_train"], "calibration": spec["n_calibration"], "test": spec["n_test"]}
+    return T.write_splits(spec, job.out_dir, splits)
 
 
 def prepare(job) -> dict:
@@ -67,7 +57,7 @@ def prepare(job) -> dict:
 
     M.configure_torch(job.cfg.get("threads", 1))
     tokenizer = K.build_tokenizer(T.vocabulary(int(spec["modulus"])), job.out_dir / "tokenizer")
-    rows = _read_jsonl(job.raw_dir() / "train.jsonl")
+    rows = read_jsonl(job.raw_dir() / "train.jsonl")
     examples = [T.training_example(tokenizer, r["problem"], r["trace"], r["trace_answer"]) for r in rows]
     base, info = job.cfg["base"], {}
     for seed in job.cfg["seeds"]:
@@ -136,7 +126,7 @@ def train(job) -> dict:
     out = {}
     for seed in job.seeds:
         tokenizer, model = _load(job, seed)
-        cal = calibrate(model, tokenizer, _read_jsonl(job.raw_dir(DATASET) / "calibration.jsonl"), job.cfg, seed)
+        cal = calibrate(model, tokenizer, read_jsonl(job.raw_dir(DATASET) / "calibration.jsonl"), job.cfg, seed)
         atomic_write(job.out_dir / f"steering_s{seed}.json", json.dumps(cal))
         out[f"s{seed}"] = {k: v for k, v in cal.items() if k != "vector"}
     return out
@@ -189,7 +179,7 @@ def evaluate(job) -> dict:
     from iclr26.core.lm import traces as T
 
     cfg = job.cfg
-    rows = _read_jsonl(job.raw_dir(DATASET) / "test.jsonl")
+    rows = read_jsonl(job.raw_dir(DATASET) / "test.jsonl")
     hard = int(cfg["eval"]["hard_min_ops"])
     records = []
     for seed in job.seeds:

@@ -17,24 +17,16 @@ every method, so methods are paired by seed.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from iclr26.core.io import atomic_write
+from iclr26.core.errors import ConfigError
+from iclr26.core.io import read_jsonl
 
 from . import method as R
 
 MAIN = "reasoning"          # the dataset of the headline (Stage A + B); others are Stage A ablations
-
-
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    atomic_write(path, "".join(json.dumps(r) + "\n" for r in rows))
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
 # ----------------------------------------------------------------------------- acquire, prepare
@@ -51,13 +43,10 @@ def acquire(job) -> dict:
                 info[key] = {"id": spec[key], "path": str(path)}
         return info
     if spec["source"] != "chains":
-        raise ValueError(f"data.{job.dataset}.source must be chains or hub, got {spec['source']!r}")
+        raise ConfigError(f"data.{job.dataset}.source must be chains or hub, got {spec['source']!r}")
     from iclr26.core.lm import traces as T
 
-    seed = int(spec["data_seed"])
-    for split, n, offset in (("train", spec["n_train"], 0), ("test", spec["n_test"], 1)):
-        _write_jsonl(job.out_dir / f"{split}.jsonl", T.generate(spec, int(n), seed * 1000 + offset))
-    return {"source": "chains", "n_train": spec["n_train"], "n_test": spec["n_test"]}
+    return T.write_splits(spec, job.out_dir, {"train": spec["n_train"], "test": spec["n_test"]})
 
 
 def prepare(job) -> dict:
@@ -70,7 +59,7 @@ def prepare(job) -> dict:
 
     M.configure_torch(job.cfg.get("threads", 1))
     tokenizer = K.build_tokenizer(T.vocabulary(int(spec["modulus"])), job.out_dir / "tokenizer")
-    rows = _read_jsonl(job.raw_dir() / "train.jsonl")
+    rows = read_jsonl(job.raw_dir() / "train.jsonl")
     info = {}
     for seed in job.cfg["seeds"]:
         model = M.build_model(job.cfg["model"], tokenizer, seed=seed)
@@ -162,7 +151,7 @@ def train(job) -> dict:
     metrics = {}
     for seed in job.seeds:
         tokenizer, model = _load(job, MAIN, seed)
-        rows = _read_jsonl(job.raw_dir(MAIN) / "train.jsonl")[: cfg["train"]["n_problems"]]
+        rows = read_jsonl(job.raw_dir(MAIN) / "train.jsonl")[: cfg["train"]["n_problems"]]
         own = own_traces(model, tokenizer, rows, cfg["method"])
         kept = [t for t in own if t["correct"]] or own  # smoke-scale models get none right
         rng = np.random.default_rng(seed)
@@ -202,7 +191,7 @@ def _stage_a(job, dataset: str, seed: int) -> list[dict]:
 
     cfg = job.cfg
     tokenizer, model = _load(job, dataset, seed)
-    rows = _read_jsonl(job.raw_dir(dataset) / "test.jsonl")
+    rows = read_jsonl(job.raw_dir(dataset) / "test.jsonl")
     traces = own_traces(model, tokenizer, rows, cfg["method"])
     kappas = [0.0] if job.method == "full_cot" else cfg["method"]["kappas"]
     rule = "low_entropy" if job.method == "full_cot" else job.method  # at kappa 0 every rule is the full CoT
@@ -228,7 +217,7 @@ def _stage_b(job, seed: int) -> dict:
     from iclr26.core.lm import traces as T
 
     tokenizer, model = _load(job, MAIN, seed, sft_dir=job.out_dir / f"sft_s{seed}")
-    rows = _read_jsonl(job.raw_dir(MAIN) / "test.jsonl")
+    rows = read_jsonl(job.raw_dir(MAIN) / "test.jsonl")
     prompts = [T.encode(tokenizer, T.prompt_text(r["problem"])) for r in rows]
     out = G.generate(model, prompts, tokenizer.pad_token_id, tokenizer.eos_token_id, job.cfg["method"]["max_new_tokens"])
     parsed = [T.parse_completion(tokenizer, t) for t in out.tokens]
