@@ -50,7 +50,7 @@ def main() -> None:
         first = timed(cmd, work)
         noop = timed(cmd, work)
         per_paper = defaultdict(lambda: defaultdict(float))
-        for done in work.glob("runs/*/*/*/*/*.json"):
+        for done in [*work.glob("runs/*/*/*/*/metrics.json"), *work.glob("runs/*/*/*/*/eval.json")]:
             meta = json.loads(done.read_text()).get("provenance", {})
             if "wall_seconds" in meta:
                 per_paper[meta["paper"]][meta["stage"]] += meta["wall_seconds"]
