@@ -140,6 +140,14 @@ def test_end_to_end_killed_midway_then_resumed(checkout):
     again = snakemake(checkout, "--cores", "2", "all", "--config", "scale=smoke")
     assert "Nothing to be done" in again.stdout + again.stderr
 
+    # editing one paper's method reruns that paper's jobs, and no other paper's
+    edited, *others = sorted(all_papers())
+    source = checkout / "src" / "iclr26" / "papers" / edited / "__init__.py"
+    source.write_text(source.read_text() + "\n# edited\n")
+    plan = snakemake(checkout, "-n", "all", "--config", "scale=smoke").stdout
+    assert f"runs/smoke/{edited}/" in plan
+    assert not any(f"runs/smoke/{other}/" in plan for other in others)
+
 
 @pytest.mark.slow
 def test_dvc_repro_push_pull_in_a_fresh_clone(checkout, tmp_path):

@@ -72,12 +72,20 @@ def blocks(paper):
 
 
 @functools.cache
+def source_digest(paper):
+    """A hash of the paper's own code: editing its method reruns its jobs (as DVC would)."""
+    folder = Path(SRC) / "iclr26" / "papers" / paper
+    return config_digest({str(f.relative_to(folder)): f.read_text() for f in sorted(folder.rglob("*.py"))})
+
+
+@functools.cache
 def digest(paper, stage):
-    """Params that make Snakemake rerun a job when the part of the config it reads changes."""
+    """Params that make Snakemake rerun a job when the config it reads or the paper's code changes.
+    (Changes to shared code under src/iclr26/core rerun nothing by themselves: use --forcerun.)"""
     cfg = job_config(paper)
     if stage in ("acquire", "prepare"):
-        return config_digest({"data": cfg.get("data"), "scale": SCALE})
-    return config_digest({k: v for k, v in cfg.items() if k not in PRESENTATION_KEYS})
+        return config_digest({"data": cfg.get("data"), "scale": SCALE, "code": source_digest(paper)})
+    return config_digest({"code": source_digest(paper), **{k: v for k, v in cfg.items() if k not in PRESENTATION_KEYS}})
 
 
 def cli_args(paper):
