@@ -53,24 +53,13 @@ def prepare(job) -> dict:
     spec = job.cfg["data"][job.dataset]
     if spec["source"] == "hub":
         return {"note": "full scale: the pretrained model.source is the reasoning model; nothing to train"}
-    from iclr26.core.lm import model as M
-    from iclr26.core.lm import tokenizer as K
-    from iclr26.core.lm import traces as T
+    from iclr26.core.lm.base import train_base_models
 
-    M.configure_torch(job.cfg.get("threads", 1))
-    tokenizer = K.build_tokenizer(T.vocabulary(int(spec["modulus"])), job.out_dir / "tokenizer")
-    rows = read_jsonl(job.raw_dir() / "train.jsonl")
-    info = {}
-    for seed in job.cfg["seeds"]:
-        model = M.build_model(job.cfg["model"], tokenizer, seed=seed)
-        examples = [_skip_augmented(tokenizer, row, job.cfg["base"]["skip_augment"], rng)
-                    for rng in [np.random.default_rng(seed)] for row in rows]
-        base = job.cfg["base"]
-        losses = M.train_lm(model, [e[0] for e in examples], [e[1] for e in examples], tokenizer.pad_token_id,
-                            base["steps"], base["batch_size"], base["lr"], seed, log=job.log)
-        model.save_pretrained(job.out_dir / f"base_s{seed}")
-        info[f"s{seed}_final_loss"] = float(np.mean(losses[-20:]))
-    return info
+    def examples_for(tokenizer, rows, seed):
+        rng = np.random.default_rng(seed)
+        return [_skip_augmented(tokenizer, row, job.cfg["base"]["skip_augment"], rng) for row in rows]
+
+    return train_base_models(job, examples_for)
 
 
 def _skip_augmented(tokenizer, row: dict, share: float, rng) -> tuple[list[int], int]:
