@@ -72,18 +72,22 @@ EOF
   mv "$CONF.tmp" "$CONF"
 }
 
-running() {  # running <pidfile>
-  [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
+running() {  # running <pidfile>: the process exists and is not a zombie left by a killed session
+  [ -f "$1" ] || return 1
+  local state
+  state=$(ps -o stat= -p "$(cat "$1")" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "${state:0:1}" != Z ]
 }
 
 start() {
   command -v slurmctld >/dev/null || install
   write_conf
-  if ! pgrep -x munged >/dev/null; then
+  if ! running "$STATE/munged.pid" && ! pgrep -x -r R,S,D munged >/dev/null; then
     [ -s /etc/munge/munge.key ] || (mungekey --create --force >/dev/null 2>&1 || create-munge-key -f >/dev/null)
     chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
     mkdir -p /run/munge && chown munge:munge /run/munge
-    runuser -u munge -- /usr/sbin/munged
+    rm -f /run/munge/munged.pid
+    runuser -u munge -- /usr/sbin/munged --force  # --force: a killed munged leaves its socket behind
     for _ in $(seq 50); do [ -s /run/munge/munged.pid ] && break; sleep 0.1; done
     cp /run/munge/munged.pid "$STATE/munged.pid"
     log "started munged"
