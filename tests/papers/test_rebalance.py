@@ -97,3 +97,11 @@ def test_steering_acts_only_at_step_boundaries_inside_thinking():
     assert silent == original
     cue = T.encode(tok, T.REFLECTION)[0]
     assert all(cue not in t for t in sample(model, tok, rows, cfg, 0, "keyword_suppression").tokens)
+
+
+def test_unknown_data_source_is_one_clear_error(workdir):
+    from iclr26.core.errors import ConfigError
+    from iclr26.core.job import run_stage
+
+    with pytest.raises(ConfigError, match="data.math.source must be chains or hub, got 'bogus'"):
+        run_stage("acquire", "rebalance", "smoke", ["data.math.source=bogus"], dataset="math")
