@@ -49,3 +49,91 @@ def venv_env():
     env["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), env["PATH"]))
     env.pop("PYTHONPATH", None)
     return env
+
+
+# --------------------------------------------------------------------------- a hub-like reasoning LM
+HUB_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}{{ m['content'] }}"
+    "{% elif m['role'] == 'user' %}<｜User｜>{{ m['content'] }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<｜Assistant｜><think>\n{% endif %}")
+HUB_CORPUS = [
+    "Let me compute 3 + 4 = 7.\n\nWait, check again: 3 + 4 = 7.\n\nSo the answer is \\boxed{7}.",
+    "We need x such that 2x = 1.\n\nHmm, x = \\frac{1}{2}.\n\nAlternatively, x = 0.5.\n\n\\boxed{\\frac{1}{2}}",
+    "The final answer is $\\boxed{12}$. Please reason step by step.\n\nFirst, 5 + 7 = 12.\n\n",
+]
+
+
+@pytest.fixture(scope="session")
+def hub_model_dir(tmp_path_factory):
+    """A directory laid out like a hub reasoning model (DeepSeek-R1-Distill-style byte-level BPE
+    tokenizer with a chat template that opens <think>, and a Qwen2 model), written with
+    save_pretrained: the full-scale code path loads it exactly as it would load a hub id."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config
+
+    special = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>",
+               "<think>", "</think>", "<pad>"]
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    core.train_from_iterator(HUB_CORPUS * 20, trainers.BpeTrainer(
+        vocab_size=400, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token=special[0], eos_token=special[1],
+                                  pad_token="<pad>", additional_special_tokens=special[2:6])
+    tok.chat_template = HUB_CHAT_TEMPLATE
+    directory = tmp_path_factory.mktemp("hub_model")
+    tok.save_pretrained(directory)
+    config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
+    import torch
+
+    from iclr26.core.lm import model as M
+    from iclr26.core.lm.formats import make_format
+
+    # a few hundred steps on formatted traces, so that it writes blank-line steps, closes </think>
+    # and boxes an answer: every part of the full-scale path then sees realistic output
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    system = "Please reason step by step, and put your final answer within \\boxed{}."   # ReBalance's prompt
+    examples = [fmt.training_example(f"What is {a} + {b}?", f"Let me compute {a} + {b} = {a + b}.\n\n"
+                                     f"Wait, check again: {a} + {b} = {a + b}.\n\nSo the answer is {a + b}.", str(a + b))
+                for fmt in (make_format({"kind": "chat"}, tok), make_format({"kind": "chat", "system": system}, tok))
+                for a in range(4) for b in range(4)]
+    M.train_lm(model, [e[0] for e in examples], [e[1] for e in examples], tok.pad_token_id, steps=150,
+               batch_size=16, lr=1e-2, seed=0)
+    model.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def hub_dataset_dir(tmp_path_factory):
+    """Benchmark files in the hub datasets' layouts: MATH-500's test.jsonl and DeepScaleR's json."""
+    import json
+
+    directory = tmp_path_factory.mktemp("hub_data")
+    math500 = [{"problem": f"What is {a} + {b}?", "solution": f"{a} + {b} = {a + b}", "answer": str(a + b),
+                "subject": "Algebra", "level": 1, "unique_id": f"test/{a}{b}.json"} for a in range(3) for b in range(3)]
+    (directory / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in math500))
+    deepscaler = [{"problem": f"Compute {a} times 2.", "answer": str(2 * a), "solution": "..."} for a in range(12)]
+    (directory / "deepscaler.json").write_text(json.dumps(deepscaler))
+    return directory
+
+
+@pytest.fixture
+def static_server(tmp_path):
+    """A loopback HTTP server over a fresh folder: (folder, base URL)."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    root = tmp_path / "served"
+    root.mkdir()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()

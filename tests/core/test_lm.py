@@ -10,6 +10,7 @@ from iclr26.core.lm import hooks as H
 from iclr26.core.lm import model as M
 from iclr26.core.lm import tokenizer as K
 from iclr26.core.lm import traces as T
+from iclr26.core.lm.formats import TagFormat
 
 SPEC = {"modulus": 10, "max_operand": 2, "n_ops": [3, 3], "redundancy": 0.75, "filler_vocab_size": 1}
 TINY = {"config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -31,13 +32,15 @@ def lm(tok):
 
 def test_tokenizer_round_trip_and_special_tokens(tok):
     row = T.generate(SPEC, 1, seed=0)[0]
-    text = T.full_text(row["problem"], row["trace"], row["answer"])
-    ids = T.encode(tok, text)
+    fmt = TagFormat(tok)
+    text = f"{row['problem']} <think> {row['trace']} </think> ans {row['answer']}"
+    ids = fmt.encode(text)
     assert tok.decode(ids) == text
     assert tok.unk_token_id not in ids
+    assert ids[: len(fmt.prompt_ids(row["problem"]))] == fmt.prompt_ids(row["problem"])
     special = K.special_ids(tok)
     assert len({special[k] for k in ("think", "end_think", "skip", "sep", "eos", "pad")}) == 6
-    assert T.encode(tok, "[SKIP] <sep> </think>") == [special["skip"], special["sep"], special["end_think"]]
+    assert fmt.encode("[SKIP] <sep> </think>") == [special["skip"], special["sep"], special["end_think"]]
     assert type(tok).__name__ != "PreTrainedTokenizerFast" or tok.padding_side == "left"
 
 
@@ -67,7 +70,7 @@ def test_token_stats_match_a_hand_computed_distribution():
 def test_cached_batched_generation_agrees_with_teacher_forcing(lm, tok):
     """Left padding + KV cache must give the same per-token statistics as one full forward pass."""
     rows = T.generate(SPEC, 4, seed=1)
-    prompts = [T.encode(tok, T.prompt_text(r["problem"])) for r in rows]
+    prompts = [TagFormat(tok).prompt_ids(r["problem"]) for r in rows]
     prompts[0] = prompts[0][2:]  # unequal lengths exercise the padding
     out = G.generate(lm, prompts, tok.pad_token_id, tok.eos_token_id, max_new_tokens=6)
     stats = G.score(lm, [p + t for p, t in zip(prompts, out.tokens)], tok.pad_token_id)
@@ -81,7 +84,7 @@ def test_cached_batched_generation_agrees_with_teacher_forcing(lm, tok):
 
 
 def test_hook_reads_and_shifts_the_last_position(lm, tok):
-    ids = torch.tensor([T.encode(tok, "3 + 1 <think> + 1 = 4")] * 2)
+    ids = torch.tensor([TagFormat(tok).encode("3 + 1 <think> + 1 = 4")] * 2)
     with H.LayerHook(lm, 0, capture=True) as hook:
         plain = lm(input_ids=ids).logits
         before = hook.captured.clone()
@@ -101,7 +104,7 @@ def test_from_pretrained_of_a_saved_model(lm, tok, tmp_path):
     tok.save_pretrained(tmp_path / "model")
     again_tok = K.load_tokenizer(tmp_path / "model")
     again = M.build_model({"source": str(tmp_path / "model"), "revision": "main"}, again_tok).eval()
-    ids = torch.tensor([T.encode(again_tok, "3 + 1 <think>")])
+    ids = torch.tensor([TagFormat(again_tok).prompt_ids("3 + 1")])
     with torch.no_grad():
         assert torch.allclose(again(input_ids=ids).logits, lm(input_ids=ids).logits, atol=1e-6)
     from iclr26.core.errors import DataError
@@ -111,14 +114,29 @@ def test_from_pretrained_of_a_saved_model(lm, tok, tmp_path):
         M.build_model({"source": str(tmp_path / "empty")}, tok)
 
 
-def test_training_lowers_the_loss_and_parse_completion(tok):
+def test_training_lowers_the_loss_and_the_format_parses_what_it_wrote(tok):
     model = M.build_model(TINY, tok, seed=1)
     rows = T.generate(SPEC, 64, seed=2)
-    examples = [T.training_example(tok, r["problem"], r["trace"], r["answer"]) for r in rows]
+    fmt = TagFormat(tok)
+    examples = [fmt.training_example(r["problem"], r["trace"], r["answer"]) for r in rows]
     losses = M.train_lm(model, [e[0] for e in examples], [e[1] for e in examples], tok.pad_token_id,
                         steps=30, batch_size=16, lr=5e-3, seed=0)
     assert np.mean(losses[-5:]) < 0.7 * np.mean(losses[:3])
     ids, start = examples[0]
-    parsed = T.parse_completion(tok, ids[start:])
+    parsed = fmt.parse(ids[start:])
     assert parsed["answer"] == rows[0]["answer"] and parsed["thinking"] == rows[0]["trace"]
-    assert G.step_spans([9, 6, 9, 9, 6, 6, 9], 0, 7, sep_id=6) == [(0, 1), (2, 4), (6, 7)]
+    assert fmt.is_correct(parsed["answer"], rows[0]["answer"]) and not fmt.is_correct("", "")
+    sep = K.special_ids(tok)["sep"]
+    word = fmt.encode("so")[0]
+    tokens = [word, sep, word, word, sep, sep, word]
+    assert fmt.step_spans(tokens, 0, 7) == [(0, 1), (2, 4), (6, 7)]
+    assert fmt.step_texts(tokens, fmt.step_spans(tokens, 0, 7)) == ["so", "so so", "so"]
+    thinking = fmt.join_steps(["+ 1 = 3", "[SKIP]"])
+    assert fmt.split_steps(thinking) == ["+ 1 = 3", "[SKIP]"] and thinking == T.join_steps(["+ 1 = 3", "[SKIP]"])
+    assert fmt.answer_after_prefill(fmt.encode("7")) == "7"
+    assert fmt.keyword_ids(["WAIT"]) == fmt.encode("wait")
+
+
+def test_step_kinds_of_the_chain_task():
+    assert [T.step_kind(s) for s in ("+ 1 = 3", "wait - 2 = 1", "so 3", "that + 1", "ok check", "[SKIP]", "+ 1")] == \
+        ["comp", "reflect", "redundant", "redundant", "redundant", "other", "other"]

@@ -73,6 +73,7 @@ def test_steering_acts_only_at_step_boundaries_inside_thinking():
     from iclr26.core.lm import model as M
     from iclr26.core.lm import tokenizer as K
     from iclr26.core.lm import traces as T
+    from iclr26.core.lm.formats import TagFormat
     from iclr26.papers.rebalance.experiment import sample
 
     spec = {"modulus": 10, "max_operand": 2, "n_ops": [2, 3], "error_rate": 0.2, "fix_rate": 0.9}
@@ -80,23 +81,24 @@ def test_steering_acts_only_at_step_boundaries_inside_thinking():
     model = M.build_model({"config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
                                       "num_attention_heads": 2}}, tok, seed=0).eval()
     rows = T.generate(spec, 32, seed=0)
-    examples = [T.training_example(tok, r["problem"], r["trace"], r["trace_answer"]) for r in rows * 4]
+    fmt = TagFormat(tok)
+    examples = [fmt.training_example(r["problem"], r["trace"], r["trace_answer"]) for r in rows * 4]
     M.train_lm(model, [e[0] for e in examples], [e[1] for e in examples], tok.pad_token_id, 60, 16, 5e-3, 0)
     cfg = {"eval": {"max_new_tokens": 30, "temperature": 0.7},
-           "method": {"layer": 0, "slope": 1200.0, "high_val_2": 0.1, "k_iqr": 2.0}}
+           "method": {"layer": 0, "slope": 1200.0, "high_val_2": 0.1, "k_iqr": 2.0, "keywords": ["wait"]}}
     cal = {"q25c": 0.5, "q75c": 0.9, "q25v": 0.0, "q75v": 0.01, "low_val_1": -1.0, "low_val_2": -2.0,
            "vector": (np.ones(32) * 50).tolist()}
-    original = sample(model, tok, rows, cfg, 0, "original").tokens
+    original = sample(model, fmt, rows, cfg, 0, "original").tokens
     sep = tok.convert_tokens_to_ids(K.SEP)
-    steered = sample(model, tok, rows, cfg, 0, "static_steering", cal).tokens
+    steered = sample(model, fmt, rows, cfg, 0, "static_steering", cal).tokens
     assert steered != original
     for a, b in zip(original, steered):    # identical up to and including the first boundary
         cut = a.index(sep) + 1 if sep in a else len(a)
         assert a[:cut] == b[:cut]
-    silent = sample(model, tok, rows, cfg, 0, "static_steering", {**cal, "low_val_1": 0.0}).tokens
+    silent = sample(model, fmt, rows, cfg, 0, "static_steering", {**cal, "low_val_1": 0.0}).tokens
     assert silent == original
-    cue = T.encode(tok, T.REFLECTION)[0]
-    assert all(cue not in t for t in sample(model, tok, rows, cfg, 0, "keyword_suppression").tokens)
+    cue = fmt.encode(T.REFLECTION)[0]
+    assert all(cue not in t for t in sample(model, fmt, rows, cfg, 0, "keyword_suppression").tokens)
 
 
 def test_unknown_data_source_is_one_clear_error(workdir):
@@ -105,3 +107,36 @@ def test_unknown_data_source_is_one_clear_error(workdir):
 
     with pytest.raises(ConfigError, match="data.math.source must be chains or hub, got 'bogus'"):
         run_stage("acquire", "rebalance", "smoke", ["data.math.source=bogus"], dataset="math")
+
+
+def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, hub_dataset_dir, static_server):
+    """scale=full with the model id replaced by a save_pretrained directory, the benchmark URL by a
+    loopback server (sha256 checked) and the calibration repo by a local directory: the official
+    system prompt, blank-line steps, keyword suppression over every variant of the keywords, Phase
+    A/B calibration and dynamic steering on the hub-layout model, \\boxed{} graded by math-verify."""
+    import json
+
+    import pandas as pd
+
+    from iclr26.core.acquire import sha256_of
+    from iclr26.core.io import read_json
+    from iclr26.core.job import load_records, run_paper
+
+    root, base = static_server
+    (root / "test.jsonl").write_bytes((hub_dataset_dir / "test.jsonl").read_bytes())
+    overrides = ["device=cpu", "threads=1", f"model.source={hub_model_dir}", "model.dtype=float32",
+                 "model.attn_implementation=eager", "method.layer=0", "eval.max_new_tokens=40",
+                 f"data.math.splits.test.url={base}/test.jsonl",
+                 f"data.math.splits.test.sha256={sha256_of(hub_dataset_dir / 'test.jsonl')}",
+                 f"data.math.splits.calibration.hub_id={hub_dataset_dir}", "data.math.splits.calibration.file=test.jsonl",
+                 "data.math.splits.calibration.limit=8"]
+    records = pd.DataFrame(load_records(run_paper("rebalance", "full", overrides, seeds=[0])))
+    assert set(records["method"]) == {"original", "keyword_suppression", "static_steering", "rebalance"}
+    assert records["accuracy"].between(0, 1).all() and (records["thinking_tokens"] > 0).all()
+    assert "errors_fixed" not in records or records["errors_fixed"].isna().all()   # the chain audit is tiny-only
+    by = records.set_index("method")
+    assert by.loc["keyword_suppression", "reflections"] == 0 < by.loc["original", "reflections"]
+    steering = json.loads((workdir / "runs/full/rebalance/rebalance/s0/steering_s0.json").read_text())
+    assert steering["n_steps"] > 8 and steering["n_positive"] > 0 and steering["n_negative"] > 0
+    manifest = read_json(workdir / "data/full/rebalance/raw/math/manifest.json")
+    assert manifest["info"]["calibration"]["rows"] == 8 and manifest["info"]["test"]["rows"] == 9

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iclr26.core.io import read_json
+from iclr26.core.io import read_json, read_jsonl
 from iclr26.core.job import load_records, run_paper
 from iclr26.papers.step_entropy import method as R
 from iclr26.papers.step_entropy.experiment import figures
@@ -73,3 +73,28 @@ def test_smoke_run_every_stage_and_same_seed_same_records(workdir, tmp_path_fact
     os.chdir(other)
     again = _records(run_paper(SLUG, "smoke"))
     pd.testing.assert_frame_equal(records.reset_index(drop=True), again.reset_index(drop=True))
+
+
+def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, hub_dataset_dir):
+    """scale=full with the model id and the dataset repos replaced by local directories: chat
+    template, blank-line steps, [SKIP] added to the hub tokenizer, \\boxed{} graded by math-verify."""
+    from iclr26.core.lm import tokenizer as K
+
+    overrides = ["device=cpu", "threads=1", "format.user='{problem}'", f"model.source={hub_model_dir}", "model.dtype=float32",
+                 "model.attn_implementation=eager", "method.max_new_tokens=40", "method.kappas=[0.0,0.5]",
+                 "format.answer_tokens=12", "train.n_problems=4", "train.steps=2", "train.batch_size=2",
+                 *(f"data.{d}.hub_id={hub_dataset_dir}" for d in ("reasoning.splits.train", "reasoning.splits.test",
+                                                                   "filler_weakness.splits.test"))]
+    records = _records(run_paper(SLUG, "full", overrides, seeds=[0]))
+    manifest = read_json(workdir / "data/full/step_entropy/raw/reasoning/manifest.json")
+    assert manifest["info"]["test"]["rows"] == 9 and len(manifest["info"]["test"]["sha256"]) == 64
+    assert set(records["dataset"]) == {"reasoning"}                    # the weakness row is tiny-only
+    prune = records[records["stage"] == "prune"]
+    assert set(prune[prune["method"] == "low_entropy"]["kappa"]) == {0.0, 0.5}
+    assert prune["accuracy"].between(0, 1).all() and prune["accuracy"].max() > 0   # some boxed answers verify
+    own = read_jsonl(workdir / "data/full/step_entropy/prepared/reasoning/own_test_s0.jsonl")
+    assert sum(len(t["steps"]) > 1 for t in own) > len(own) // 2     # blank-line steps were found
+    assert all("\n\n" not in step for t in own for step in t["steps"])
+    assert set(records[records["stage"] == "sft"]["method"]) == {"full_cot", "low_entropy", "random"}
+    sft_tok = K.load_tokenizer(workdir / "runs/full/step_entropy/low_entropy/s0/sft_s0/tokenizer")
+    assert sft_tok.convert_tokens_to_ids(K.SKIP) not in (None, sft_tok.unk_token_id)

@@ -126,8 +126,9 @@ def source_of(paper, dataset):
     cfg = job_config(paper)
     data = cfg.get("data") or {}
     spec = data.get(dataset) or (data.get("datasets") or {}).get(dataset) or {}
-    where = next((f"{k}={spec[k]}" for k in ("url", "hub_id", "source", "env_id") if isinstance(spec, dict) and spec.get(k)),
-                 "generated from config")
+    parts = [spec] if not isinstance(spec, dict) or "splits" not in spec else spec["splits"].values()
+    where = "; ".join(next((f"{k}={part[k]}" for k in ("url", "hub_id", "source", "env_id")
+                            if isinstance(part, dict) and part.get(k)), "generated from config") for part in parts)
     model = (cfg.get("model") or {}).get("source")
     return where + (f"; model {model}" if model else "")
 

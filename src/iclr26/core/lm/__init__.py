@@ -7,7 +7,10 @@ model.py      a Qwen2 decoder: from_config at tiny scale, from_pretrained on a h
 traces.py     seeded chain-arithmetic reasoning traces with the real datasets' row schema
               (problem, answer, trace) and the cards' knobs (redundancy, filler, errors, fixes)
 generate.py   batched KV-cache generation with per-token log-probs, entropies and max-probs,
-              prefilling, teacher-forced scoring and step splitting
+              prefilling and teacher-forced scoring
+formats.py    the text layout at each scale: prompts, step boundaries, answer extraction and grading
+              (tags + exact match at tiny scale; chat template, blank-line steps, \\boxed{} + math-verify at full)
+benchmarks.py full-scale problem sets from a hub dataset file or a checksummed URL, as {problem, answer} rows
 hooks.py      forward hooks on one decoder layer: read hidden states, or shift them
 
 Imported only inside jobs (it imports torch); never at Snakemake DAG-build time.

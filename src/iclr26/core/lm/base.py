@@ -11,8 +11,9 @@ from iclr26.core.io import read_jsonl
 from . import model as M
 from . import tokenizer as K
 from . import traces as T
+from .formats import TagFormat
 
-# examples_for(tokenizer, rows, seed) -> [(token ids, index where the loss starts), ...]
+# examples_for(format, rows, seed) -> [(token ids, index where the loss starts), ...]
 ExamplesFor = Callable[[object, list, int], list]
 
 
@@ -25,7 +26,7 @@ def train_base_models(job, examples_for: ExamplesFor) -> dict:
     base, info = job.cfg["base"], {}
     for seed in job.cfg["seeds"]:
         model = M.build_model(job.cfg["model"], tokenizer, seed=seed)
-        examples = examples_for(tokenizer, rows, seed)
+        examples = examples_for(TagFormat(tokenizer), rows, seed)
         losses = M.train_lm(model, [e[0] for e in examples], [e[1] for e in examples], tokenizer.pad_token_id,
                             base["steps"], base["batch_size"], base["lr"], seed, log=job.log)
         model.save_pretrained(job.out_dir / f"base_s{seed}")

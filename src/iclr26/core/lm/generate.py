@@ -35,8 +35,9 @@ class Generation:
 @torch.no_grad()
 def generate(model, prompts: list[list[int]], pad_id: int, eos_id: int, max_new_tokens: int,
              temperature: float = 0.0, seed: int = 0, banned: list[int] | None = None,
-             before_token=None, batch_size: int = 512) -> Generation:
-    """Continue each prompt until eos or max_new_tokens. temperature 0 is greedy.
+             before_token=None, batch_size: int = 512, top_p: float = 1.0) -> Generation:
+    """Continue each prompt until eos or max_new_tokens. temperature 0 is greedy; otherwise nucleus
+    sampling at `top_p` (both papers' official samplers: top-p 0.95).
     `banned` token ids get logit -inf when sampling (keyword suppression).
     `before_token(rows, last_tokens, gen)` is called before every decoding pass with the row
     indices of the chunk, their last token and the Generation so far (used to set steering)."""
@@ -45,17 +46,17 @@ def generate(model, prompts: list[list[int]], pad_id: int, eos_id: int, max_new_
     for start in range(0, len(prompts), batch_size):
         rows = list(range(start, min(len(prompts), start + batch_size)))
         _generate_chunk(model, [prompts[i] for i in rows], rows, pad_id, eos_id, max_new_tokens,
-                        temperature, gen, banned, before_token, out)
+                        (temperature, top_p), gen, banned, before_token, out)
     return out
 
 
-def _generate_chunk(model, prompts, rows, pad_id, eos_id, max_new, temperature, gen, banned, before_token, out):
-    ids, mask = pad_batch(prompts, pad_id, side="left")
+def _generate_chunk(model, prompts, rows, pad_id, eos_id, max_new, sampling, gen, banned, before_token, out):
+    ids, mask = (t.to(model.device) for t in pad_batch(prompts, pad_id, side="left"))
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     for _ in rows:
         for seq in (out.tokens, out.logprob, out.entropy, out.maxprob):
             seq.append([])
-    done = torch.zeros(len(rows), dtype=torch.bool)
+    done = torch.zeros(len(rows), dtype=torch.bool, device=ids.device)
     cache = None
     step_input, step_pos = ids, positions
     for _ in range(max_new):
@@ -65,7 +66,7 @@ def _generate_chunk(model, prompts, rows, pad_id, eos_id, max_new, temperature, 
                        cache=cache, use_cache=True)
         cache = result.cache
         logits = result.logits[:, -1, :].float()
-        chosen = _pick(logits, temperature, gen, banned)
+        chosen = _pick(logits, *sampling, gen, banned).to(logits.device)
         logprob, entropy, maxprob = token_stats(logits, chosen)
         for b, row in enumerate(rows):
             if not done[b]:
@@ -82,13 +83,17 @@ def _generate_chunk(model, prompts, rows, pad_id, eos_id, max_new, temperature, 
         step_input = chosen[:, None]
 
 
-def _pick(logits, temperature, gen, banned):
+def _pick(logits, temperature, top_p, gen, banned):
     if banned:
         logits = logits.clone()
         logits[:, banned] = float("-inf")
     if temperature <= 0:
         return logits.argmax(-1)
-    probs = torch.softmax(logits / temperature, dim=-1)
+    probs = torch.softmax(logits / temperature, dim=-1).cpu()  # the seeded generator lives on the CPU
+    if top_p < 1.0:  # keep the smallest set of tokens whose mass reaches top_p (the first always kept)
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        drop = (sorted_p.cumsum(-1) - sorted_p) >= top_p
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p.masked_fill(drop, 0.0))
     return torch.multinomial(probs, 1, generator=gen)[:, 0]
 
 
@@ -99,7 +104,7 @@ def score(model, sequences: list[list[int]], pad_id: int, batch_size: int = 256)
     stats = {"logprob": [], "entropy": [], "maxprob": []}
     for start in range(0, len(sequences), batch_size):
         chunk = sequences[start: start + batch_size]
-        ids, mask = pad_batch(chunk, pad_id, side="right")
+        ids, mask = (t.to(model.device) for t in pad_batch(chunk, pad_id, side="right"))
         logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
         logprob, entropy, maxprob = token_stats(logits, ids[:, 1:])
         for b, seq in enumerate(chunk):
@@ -107,16 +112,3 @@ def score(model, sequences: list[list[int]], pad_id: int, batch_size: int = 256)
             for key, values in (("logprob", logprob), ("entropy", entropy), ("maxprob", maxprob)):
                 stats[key].append([float("nan")] + values[b, : n - 1].tolist())
     return stats
-
-
-def step_spans(tokens: list[int], start: int, end: int, sep_id: int) -> list[tuple[int, int]]:
-    """Token ranges [lo, hi) of the steps in tokens[start:end], split at the separator (excluded)."""
-    spans, lo = [], start
-    for t in range(start, end):
-        if tokens[t] == sep_id:
-            if t > lo:
-                spans.append((lo, t))
-            lo = t + 1
-    if end > lo:
-        spans.append((lo, end))
-    return spans

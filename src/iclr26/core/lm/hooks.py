@@ -34,7 +34,8 @@ class LayerHook:
         hidden = output[0] if isinstance(output, tuple) else output
         if self.alpha is not None and self.vector is not None and bool((self.alpha != 0).any()):
             hidden = hidden.clone()
-            hidden[:, -1, :] += self.alpha.to(hidden.dtype)[:, None] * self.vector.to(hidden.dtype)[None, :]
+            alpha, vector = (t.to(hidden.device, hidden.dtype) for t in (self.alpha, self.vector))
+            hidden[:, -1, :] += alpha[:, None] * vector[None, :]
         if self.capture:
             self.captured = hidden.detach()
         if isinstance(output, tuple):

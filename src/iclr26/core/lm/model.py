@@ -21,15 +21,17 @@ def configure_torch(threads: int = 1) -> None:
     hf_logging.disable_progress_bar()  # no shard/weight progress bars in job logs
 
 
-def build_model(spec: dict, tokenizer, seed: int = 0):
-    """A Qwen2ForCausalLM: `from_config` (seeded init) when spec.source is null, else from_pretrained."""
+def build_model(spec: dict, tokenizer, seed: int = 0, device: str | None = None):
+    """A Qwen2ForCausalLM: `from_config` (seeded init) when spec.source is null, else from_pretrained
+    (moved to `device` when given: see pick_device)."""
     from transformers import AutoModelForCausalLM, Qwen2Config
 
     if spec.get("source"):
         from ..acquire import from_pretrained
 
         dtype = getattr(torch, spec.get("dtype", "float32"))
-        return from_pretrained(AutoModelForCausalLM, spec["source"], spec.get("revision"), dtype=dtype)
+        model = from_pretrained(AutoModelForCausalLM, spec["source"], spec.get("revision"), dtype=dtype)
+        return model.to(device) if device else model
     fields = dict(spec.get("config", {}))
     fields.setdefault("num_key_value_heads", fields.get("num_attention_heads", 4))
     config = Qwen2Config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
@@ -37,6 +39,16 @@ def build_model(spec: dict, tokenizer, seed: int = 0):
                          attn_implementation=spec.get("attn_implementation", "eager"), **fields)
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(config)
+
+
+def pick_device(wanted: str | None) -> str:
+    """The configured device; asking for CUDA where torch sees no GPU is a config error, not a
+    silent week on the CPU."""
+    if wanted and wanted.startswith("cuda") and not torch.cuda.is_available():
+        from ..errors import ConfigError
+
+        raise ConfigError(f"device={wanted} but torch sees no GPU here (override device=cpu to run on the CPU)")
+    return wanted or "cpu"
 
 
 def pad_batch(rows: list[list[int]], pad_id: int, side: str = "right"):
@@ -65,7 +77,7 @@ def train_lm(model, sequences: list[list[int]], loss_from: list[int], pad_id: in
     losses = []
     for step in range(steps):
         pick = rng.integers(0, len(sequences), size=batch_size)
-        ids, mask = pad_batch([sequences[i] for i in pick], pad_id)
+        ids, mask = (t.to(model.device) for t in pad_batch([sequences[i] for i in pick], pad_id))
         labels = ids.clone()
         labels[mask == 0] = -100
         for row, i in enumerate(pick):

@@ -45,19 +45,18 @@ def load_tokenizer(source: str | Path, revision: str | None = None):
 
 
 def special_ids(tokenizer) -> dict[str, int]:
-    """Ids of the reasoning markers. A hub tokenizer without [SKIP] or <sep> gets them added by
-    `ensure_reasoning_tokens`; a hub tokenizer's step separator is its blank-line token."""
+    """Ids of the reasoning markers (a hub tokenizer gets [SKIP] from `ensure_reasoning_tokens`;
+    its steps end at blank lines, see formats.py, so it has no <sep>)."""
     ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in
            (("think", THINK), ("end_think", END_THINK), ("skip", SKIP), ("sep", SEP))}
     ids["eos"], ids["pad"] = tokenizer.eos_token_id, tokenizer.pad_token_id
     return ids
 
 
-def ensure_reasoning_tokens(tokenizer, model=None) -> list[str]:
-    """Add the markers a hub tokenizer lacks (the step-entropy code adds [SKIP] the same way) and
-    grow the model's embedding to match. Returns the tokens added."""
-    missing = [tok for tok in (THINK, END_THINK, SKIP, SEP) if tokenizer.convert_tokens_to_ids(tok) in
-               (None, tokenizer.unk_token_id)]
+def ensure_reasoning_tokens(tokenizer, model=None, tokens=(THINK, END_THINK, SKIP)) -> list[str]:
+    """Add the markers a hub tokenizer lacks as special tokens (one id each: [SKIP] for the step-
+    entropy SFT data) and grow the model's embedding to match. Returns the tokens added."""
+    missing = [tok for tok in tokens if tokenizer.convert_tokens_to_ids(tok) in (None, tokenizer.unk_token_id)]
     if missing:
         tokenizer.add_special_tokens({"additional_special_tokens": missing})
         if model is not None:

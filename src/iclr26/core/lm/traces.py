@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tokenizer import END_THINK, SEP, THINK
+from .tokenizer import SEP
 
 FILLERS = ("ok", "fine", "sure", "right", "yes", "good", "hmm", "well")
 WORDS = ("+", "-", "=", "so", "that", "wait", "check", "ans", *FILLERS)
@@ -80,7 +80,7 @@ def generate(spec: dict, n: int, seed: int) -> list[dict]:
     return [make_row(rng, spec) for _ in range(n)]
 
 
-# ----------------------------------------------------------------------------- text layout
+# ----------------------------------------------------------------------------- files and steps
 def write_splits(spec: dict, out_dir, splits: dict[str, int]) -> dict:
     """Generate each split (name -> rows) from `spec["data_seed"]`, one seed per split, as jsonl."""
     from pathlib import Path
@@ -93,19 +93,6 @@ def write_splits(spec: dict, out_dir, splits: dict[str, int]) -> dict:
     return {"source": "chains", **{f"n_{k}": int(v) for k, v in splits.items()}}
 
 
-def prompt_text(problem: str) -> str:
-    return f"{problem} {THINK}"
-
-
-def answer_text(answer: str) -> str:
-    """What follows the thinking span: the prefill point of the step-entropy evaluation is `</think> ans`."""
-    return f"{END_THINK} ans {answer}"
-
-
-def full_text(problem: str, trace: str, answer: str) -> str:
-    return f"{prompt_text(problem)} {trace} {answer_text(answer)}"
-
-
 def split_steps(trace: str) -> list[str]:
     return [s.strip() for s in trace.split(SEP) if s.strip()]
 
@@ -114,30 +101,23 @@ def join_steps(steps: list[str]) -> str:
     return f" {SEP} ".join(steps)
 
 
-# ----------------------------------------------------------------------------- token level
-def encode(tokenizer, text: str) -> list[int]:
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
+def step_kind(step: str) -> str:
+    """What a written step is, by its form: comp ("+ 4 = 7"), reflect ("wait + 4 = 7": a fix or a
+    check), redundant (a restatement, a repeated operation or filler), or other (malformed, [SKIP])."""
+    parts = step.split()
+    if parts[:1] == [REFLECTION]:
+        return "reflect" if _is_comp(parts[1:]) else "other"
+    if _is_comp(parts):
+        return "comp"
+    if (len(parts) == 2 and parts[0] == "so" and parts[1].isdigit()) or \
+            (len(parts) == 3 and parts[0] == "that" and parts[1] in ("+", "-")) or \
+            (len(parts) == 2 and parts[0] in FILLERS and parts[1] == "check"):
+        return "redundant"
+    return "other"
 
 
-def training_example(tokenizer, problem: str, trace: str, answer: str) -> tuple[list[int], int]:
-    """(ids of prompt + trace + answer + eos, prompt length): the loss covers what follows the prompt."""
-    prompt = encode(tokenizer, prompt_text(problem))
-    rest = encode(tokenizer, f"{trace} {answer_text(answer)}") + [tokenizer.eos_token_id]
-    return prompt + rest, len(prompt)
-
-
-def parse_completion(tokenizer, tokens: list[int]) -> dict:
-    """Split generated tokens (after `<think>`) into the thinking text, its token count and the answer
-    (the word after `ans`; '' when the model never closed the thinking span)."""
-    end = tokenizer.convert_tokens_to_ids(END_THINK)
-    eos = tokenizer.eos_token_id
-    tokens = tokens[: tokens.index(eos)] if eos in tokens else tokens
-    if end not in tokens:
-        return {"thinking": tokenizer.decode(tokens), "thinking_tokens": len(tokens), "answer": ""}
-    cut = tokens.index(end)
-    tail = tokenizer.decode(tokens[cut + 1:]).split()
-    answer = tail[1] if len(tail) >= 2 and tail[0] == "ans" else ""
-    return {"thinking": tokenizer.decode(tokens[:cut]), "thinking_tokens": cut, "answer": answer}
+def _is_comp(parts: list[str]) -> bool:
+    return len(parts) == 4 and parts[0] in ("+", "-") and parts[2] == "=" and (parts[1] + parts[3]).isdigit()
 
 
 def audit_thinking(problem: str, thinking: str, modulus: int) -> dict:
@@ -151,7 +131,7 @@ def audit_thinking(problem: str, thinking: str, modulus: int) -> dict:
         parts = step.split()
         reflect = parts[:1] == [REFLECTION]
         parts = parts[1:] if reflect else parts
-        if len(parts) != 4 or parts[0] not in ("+", "-") or parts[2] != "=" or not (parts[1] + parts[3]).isdigit():
+        if not _is_comp(parts):
             continue
         written = int(parts[3]) % modulus
         if reflect:

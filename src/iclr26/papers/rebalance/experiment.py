@@ -2,7 +2,8 @@
 
 acquire   tiny: chain-arithmetic problems whose teacher traces carry the paper's premises (errors
           fixed by a reflection step, redundant re-checks mostly on easy problems, unfixed errors on
-          hard ones), split into train / calibration ("seen") / test; full: the benchmark files.
+          hard ones), split into train / calibration ("seen") / test; full: the benchmark and
+          calibration files of the config (core.lm.benchmarks), as {problem, answer} rows.
 prepare   tiny: the tokenizer and, per seed, the reasoning model (Qwen2 trained from scratch on the
           teacher traces; at full scale model.source is loaded instead).
 train     ReBalance is training-free; the steering arms calibrate here (Phase A/B, control.py): the
@@ -31,14 +32,9 @@ STEERED = ("static_steering", "rebalance")
 def acquire(job) -> dict:
     spec = job.cfg["data"][job.dataset]
     if spec["source"] == "hub":
-        from huggingface_hub import snapshot_download
+        from iclr26.core.lm.benchmarks import fetch_splits
 
-        path = snapshot_download(repo_id=spec["hub_id"], repo_type="dataset", revision=spec.get("revision"),
-                                 local_dir=job.out_dir / "test")
-        from iclr26.core.acquire import download
-
-        calib = download(spec["calibration_url"], job.out_dir / "calibration.jsonl", spec.get("calibration_sha256"))
-        return {"test": str(path), "calibration": str(calib)}
+        return fetch_splits(spec["splits"], job.out_dir)
     if spec["source"] != "chains":
         raise ConfigError(f"data.{job.dataset}.source must be chains or hub, got {spec['source']!r}")
     from iclr26.core.lm import traces as T
@@ -48,47 +44,50 @@ def acquire(job) -> dict:
 
 
 def prepare(job) -> dict:
-    spec = job.cfg["data"][job.dataset]
-    if spec["source"] == "hub":
+    if job.cfg["model"].get("source"):
         return {"note": "full scale: model.source is the reasoning model; nothing to train"}
-    from iclr26.core.lm import traces as T
     from iclr26.core.lm.base import train_base_models
 
-    def examples_for(tokenizer, rows, seed):
-        return [T.training_example(tokenizer, r["problem"], r["trace"], r["trace_answer"]) for r in rows]
+    def examples_for(fmt, rows, seed):
+        return [fmt.training_example(r["problem"], r["trace"], r["trace_answer"]) for r in rows]
 
     return train_base_models(job, examples_for)
 
 
 def _load(job, seed: int):
+    """(model, format): the pretrained model.source (full) or the seed's base model (tiny)."""
     from iclr26.core.lm import model as M
     from iclr26.core.lm import tokenizer as K
+    from iclr26.core.lm.formats import make_format
 
     M.configure_torch(job.cfg.get("threads", 1))
-    if job.cfg["data"][DATASET]["source"] == "hub":
-        spec = job.cfg["model"]
+    device = M.pick_device(job.cfg.get("device"))
+    spec = job.cfg["model"]
+    if spec.get("source"):
         tokenizer = K.load_tokenizer(spec["source"], spec.get("revision"))
-        return tokenizer, M.build_model(spec, tokenizer).eval()
-    tokenizer = K.load_tokenizer(job.prepared_dir(DATASET) / "tokenizer")
-    return tokenizer, M.build_model({"source": str(job.prepared_dir(DATASET) / f"base_s{seed}")}, tokenizer).eval()
+        model = M.build_model(spec, tokenizer, device=device)
+    else:
+        tokenizer = K.load_tokenizer(job.prepared_dir(DATASET) / "tokenizer")
+        model = M.build_model({"source": str(job.prepared_dir(DATASET) / f"base_s{seed}")}, tokenizer, device=device)
+    return model.eval(), make_format(job.cfg.get("format"), tokenizer)
 
 
 # ----------------------------------------------------------------------------- sampling with an arm
-def sample(model, tokenizer, rows: list[dict], cfg: dict, seed: int, arm: str, steering: dict | None = None):
+def sample(model, fmt, rows: list[dict], cfg: dict, seed: int, arm: str, steering: dict | None = None):
     """Sample the thinking of every row under one arm; returns the Generation."""
     from iclr26.core.lm import generate as G
     from iclr26.core.lm import hooks as H
-    from iclr26.core.lm import tokenizer as K
-    from iclr26.core.lm import traces as T
 
-    prompts = [T.encode(tokenizer, T.prompt_text(r["problem"])) for r in rows]
+    tokenizer = fmt.tokenizer
+    prompts = [fmt.prompt_ids(r["problem"]) for r in rows]
     ev = cfg["eval"]
-    kwargs = dict(max_new_tokens=ev["max_new_tokens"], temperature=ev["temperature"], seed=seed)
-    if arm == "keyword_suppression":   # NoWait-like: the reflection cue can never be sampled
-        kwargs["banned"] = T.encode(tokenizer, T.REFLECTION)
+    kwargs = dict(max_new_tokens=ev["max_new_tokens"], temperature=ev["temperature"], top_p=ev.get("top_p", 1.0),
+                  seed=seed)
+    if arm == "keyword_suppression":   # NoWait-like: the reflection keywords can never be sampled
+        kwargs["banned"] = fmt.keyword_ids(cfg["method"]["keywords"])
     if arm not in STEERED:
         return G.generate(model, prompts, tokenizer.pad_token_id, tokenizer.eos_token_id, **kwargs)
-    sep, end = tokenizer.convert_tokens_to_ids(K.SEP), tokenizer.convert_tokens_to_ids(K.END_THINK)
+    end = fmt.end_think_id
     controller = C.Controller(steering, cfg["method"]["slope"], cfg["method"]["high_val_2"], cfg["method"]["k_iqr"])
     state = {}  # row -> (position where the current step started, confidence of the previous step)
 
@@ -96,7 +95,7 @@ def sample(model, tokenizer, rows: list[dict], cfg: dict, seed: int, arm: str, s
         alphas = np.zeros(len(rows_idx))
         for b, row in enumerate(rows_idx):
             tokens = gen.tokens[row]
-            if int(last[b]) != sep or end in tokens:      # steer only at boundaries inside <think>
+            if not fmt.ends_step(tokens) or end in tokens:   # steer only at boundaries inside <think>
                 continue
             start, c_prev = state.get(row, (0, None))
             c = float(np.mean(gen.maxprob[row][start:-1])) if len(tokens) - 1 > start else 1.0
@@ -116,34 +115,30 @@ def train(job) -> dict:
         return {"note": f"{job.method}: training-free, no calibration"}
     out = {}
     for seed in job.seeds:
-        tokenizer, model = _load(job, seed)
-        cal = calibrate(model, tokenizer, read_jsonl(job.raw_dir(DATASET) / "calibration.jsonl"), job.cfg, seed)
+        model, fmt = _load(job, seed)
+        cal = calibrate(model, fmt, read_jsonl(job.raw_dir(DATASET) / "calibration.jsonl"), job.cfg, seed)
         atomic_write(job.out_dir / f"steering_s{seed}.json", json.dumps(cal))
         out[f"s{seed}"] = {k: v for k, v in cal.items() if k != "vector"}
     return out
 
 
-def calibrate(model, tokenizer, rows: list[dict], cfg: dict, seed: int) -> dict:
+def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
     """Phase A/B: sample, split steps, confidences, layer-l state at each step's first token."""
     import torch
 
-    from iclr26.core.lm import generate as G
     from iclr26.core.lm import hooks as H
-    from iclr26.core.lm import tokenizer as K
-    from iclr26.core.lm import traces as T
 
-    gen = sample(model, tokenizer, rows, cfg, seed + 10_000, "original")
-    sep, end = tokenizer.convert_tokens_to_ids(K.SEP), tokenizer.convert_tokens_to_ids(K.END_THINK)
-    cue = T.encode(tokenizer, T.REFLECTION)[0]
+    gen = sample(model, fmt, rows, cfg, seed + 10_000, "original")
+    keywords = [k.lower() for k in cfg["method"]["keywords"]]
     conf, online, cues, hidden, variances = [], [], [], [], []
-    prompts = [T.encode(tokenizer, T.prompt_text(r["problem"])) for r in rows]
+    prompts = [fmt.prompt_ids(r["problem"]) for r in rows]
     with H.LayerHook(model, cfg["method"]["layer"], capture=True) as hook, torch.no_grad():
         for prompt, tokens, logprob, maxprob in zip(prompts, gen.tokens, gen.logprob, gen.maxprob):
-            stop = tokens.index(end) if end in tokens else len(tokens)
-            spans = G.step_spans(tokens, 0, stop, sep)
+            spans = fmt.step_spans(tokens, 0, fmt.thinking_end(tokens))
             if not spans:
                 continue
-            model(input_ids=torch.tensor([prompt + tokens]))
+            texts = fmt.step_texts(tokens, spans)
+            model(input_ids=torch.tensor([prompt + tokens], device=model.device))
             c_prev = None
             for lo, hi in spans:
                 c = C.step_confidence(logprob[lo:hi])
@@ -151,10 +146,17 @@ def calibrate(model, tokenizer, rows: list[dict], cfg: dict, seed: int) -> dict:
                 online.append(float(np.mean(maxprob[lo:hi])))
                 variances.append(C.variance_proxy(online[-1], c_prev))
                 c_prev = online[-1]
-                cues.append(cue in tokens[lo:hi])
-                hidden.append(hook.captured[0, len(prompt) + lo].numpy())
+            for text in texts:   # a reflection cue: a keyword opens or appears in the step
+                cues.append(any(k in text.lower() for k in keywords))
+            for lo, _ in spans:
+                hidden.append(hook.captured[0, len(prompt) + lo].float().cpu().numpy())
     conf, cues, hidden = np.array(conf), np.array(cues), np.stack(hidden)
     positive, negative, q25, q75 = C.labels(conf, cues)
+    if not positive.any() or not negative.any():
+        from iclr26.core.errors import DataError
+
+        raise DataError(f"calibration: {len(conf)} steps gave {int(positive.sum())} positive and "
+                        f"{int(negative.sum())} negative steps; the steering vector needs both (more calibration problems)")
     v = C.steering_vector(hidden, positive, negative)
     low1, low2 = C.lda_magnitudes(hidden, positive, negative, v)
     q25c, q75c = np.quantile(online, [0.25, 0.75])   # the online confidence (mean max-prob) sets F and the gates
@@ -167,34 +169,41 @@ def calibrate(model, tokenizer, rows: list[dict], cfg: dict, seed: int) -> dict:
 
 # ----------------------------------------------------------------------------- evaluate
 def evaluate(job) -> dict:
-    from iclr26.core.lm import traces as T
-
     cfg = job.cfg
     rows = read_jsonl(job.raw_dir(DATASET) / "test.jsonl")
-    hard = int(cfg["eval"]["hard_min_ops"])
+    keywords = [k.lower() for k in cfg["method"]["keywords"]]
     records = []
     for seed in job.seeds:
-        tokenizer, model = _load(job, seed)
+        model, fmt = _load(job, seed)
         steering = (json.loads((job.out_dir / f"steering_s{seed}.json").read_text())
                     if job.method in STEERED else None)
-        gen = sample(model, tokenizer, rows, cfg, seed, job.method, steering)
-        parsed = [T.parse_completion(tokenizer, t) for t in gen.tokens]
-        correct = np.array([p["answer"] == r["answer"] for p, r in zip(parsed, rows)])
+        gen = sample(model, fmt, rows, cfg, seed, job.method, steering)
+        parsed = [fmt.parse(t) for t in gen.tokens]
+        correct = np.array([fmt.is_correct(p["answer"], r["answer"]) for p, r in zip(parsed, rows)])
         length = np.array([p["thinking_tokens"] for p in parsed], dtype=float)
-        audits = [T.audit_thinking(r["problem"], p["thinking"], int(cfg["data"][DATASET]["modulus"]))
-                  for p, r in zip(parsed, rows)]
-        erred = np.array([a["errors"] > 0 for a in audits])
-        is_hard = np.array([r["n_ops"] >= hard for r in rows])
-        records.append({
-            "seed": seed, "accuracy": float(correct.mean()), "acc_hard": float(correct[is_hard].mean()),
-            "thinking_tokens": float(length.mean()),
+        record = {
+            "seed": seed, "accuracy": float(correct.mean()), "thinking_tokens": float(length.mean()),
             "len_correct": float(length[correct].mean()) if correct.any() else float("nan"),
             "len_incorrect": float(length[~correct].mean()) if (~correct).any() else float("nan"),
-            "errors_fixed": float(correct[erred].mean()) if erred.any() else float("nan"),
-            "traces_with_error": float(erred.mean()),
-            "reflections": float(np.mean([p["thinking"].split().count(T.REFLECTION) for p in parsed])),
-            "n": len(rows)})
+            "reflections": float(np.mean([sum(p["thinking"].lower().count(k) for k in keywords) for p in parsed])),
+            "n": len(rows)}
+        if cfg["data"][DATASET]["source"] == "chains":
+            record.update(_audit(cfg, rows, parsed, correct))
+        records.append(record)
     return {"records": records}
+
+
+def _audit(cfg: dict, rows: list[dict], parsed: list[dict], correct: np.ndarray) -> dict:
+    """Tiny task only: accuracy on hard problems and on traces that made an arithmetic error
+    (replayed step by step against the problem, core.lm.traces.audit_thinking)."""
+    from iclr26.core.lm import traces as T
+
+    modulus = int(cfg["data"][DATASET]["modulus"])
+    erred = np.array([T.audit_thinking(r["problem"], p["thinking"], modulus)["errors"] > 0 for p, r in zip(parsed, rows)])
+    is_hard = np.array([r["n_ops"] >= int(cfg["eval"]["hard_min_ops"]) for r in rows])
+    return {"acc_hard": float(correct[is_hard].mean()) if is_hard.any() else float("nan"),
+            "errors_fixed": float(correct[erred].mean()) if erred.any() else float("nan"),
+            "traces_with_error": float(erred.mean())}
 
 
 # ----------------------------------------------------------------------------- figures
