@@ -208,15 +208,11 @@ def _audit(cfg: dict, rows: list[dict], parsed: list[dict], correct: np.ndarray)
 
 # ----------------------------------------------------------------------------- figures
 def figures(cfg: dict, records, out_dir) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from iclr26.core.figures import pyplot, save
 
     from . import PAPER
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for method in PAPER.methods:
         rows = records[records["method"] == method]
@@ -227,8 +223,4 @@ def figures(cfg: dict, records, out_dir) -> list[Path]:
                     yerr=rows["accuracy"].std(), marker="o", capsize=3, label=f"{method} (n={len(rows)})")
     ax.set(title="accuracy vs thinking tokens (dots: seeds)", xlabel="mean thinking tokens", ylabel="accuracy")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / "accuracy_vs_thinking_tokens.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [save(fig, Path(out_dir) / "accuracy_vs_thinking_tokens.png")]

@@ -9,4 +9,5 @@ PAPER = Paper(
     methods=("full_cot", "low_entropy", "random", "high_entropy"),  # table rows, in order
     datasets=("reasoning", "filler_weakness"),  # the headline task and the card's weakness row
     stages="iclr26.papers.step_entropy.experiment",
+    gpu_stages=("prepare", "train", "evaluate"),   # prepare writes the model's own traces (one pass, shared)
 )

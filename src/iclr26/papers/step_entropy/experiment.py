@@ -268,15 +268,11 @@ def _stage_b(job, seed: int) -> dict:
 
 # ----------------------------------------------------------------------------- figures
 def figures(cfg: dict, records, out_dir) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from iclr26.core.figures import pyplot, save
 
     from . import PAPER
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    plt = pyplot()
     prune = records[records["stage"] == "prune"]
     datasets = [d for d in PAPER.datasets if (prune["dataset"] == d).any()]
     fig, axes = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 4), squeeze=False)
@@ -291,8 +287,4 @@ def figures(cfg: dict, records, out_dir) -> list[Path]:
         ax.set(title=f"accuracy vs mask ratio ({dataset})", xlabel="mask ratio kappa", ylabel="answer accuracy",
                ylim=(-0.02, 1.02))
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / "accuracy_vs_mask_ratio.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [save(fig, Path(out_dir) / "accuracy_vs_mask_ratio.png")]
