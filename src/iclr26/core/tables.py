@@ -18,7 +18,7 @@ class Section:
     columns: list[str]
     rows: dict[str, dict[str, Estimate]] = field(default_factory=dict)  # method -> label -> cell
     fmts: dict[str, str] = field(default_factory=dict)
-    note: str = ""  # how to read the cells; default: how their intervals were computed
+    note: str = ""  # how to read the section; printed before how the cells' intervals were computed
 
 
 def build_sections(spec: dict, records: pd.DataFrame, methods: list[str]) -> list[Section]:
@@ -80,8 +80,9 @@ def render_markdown(title: str, subtitle: str, sections: list[Section], labels: 
             lines += [f"## {sec.name}", ""]
         rows = [[_label(m, labels)] + [cell_text(cells.get(c), sec.fmts.get(c, ".3g")) for c in sec.columns]
                 for m, cells in sec.rows.items()]
-        how = sec.note or "; ".join(sorted({e.how for cells in sec.rows.values() for e in cells.values()}))
-        lines += _md_table(["method", *sec.columns], rows) + ["", f"_Cells: {how}._", ""]
+        how = "; ".join(sorted({e.how for cells in sec.rows.values() for e in cells.values()}))
+        note = f"{sec.note.rstrip('.')}. " if sec.note else ""
+        lines += _md_table(["method", *sec.columns], rows) + ["", f"{note}_Cells: {how}._", ""]
     if reported.get("rows"):
         cols = reported.get("columns") or sorted({k for r in reported["rows"].values() for k in r})
         lines += [f"## The paper's numbers ({reported.get('source', 'paper')})", ""]
