@@ -64,6 +64,9 @@ ReturnToService=2
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 MinJobAge=600
+# a short RPC timeout (one node, loopback): with the daemons stopped, every snakemake start asks
+# "scontrol show config" (the Slurm executor plugin, at import) and would wait 9 s at the default 10 (2 s at 3)
+MessageTimeout=3
 KillWait=10
 SlurmdTimeout=60
 NodeName=$NODE CPUs=$cpus RealMemory=$mem State=UNKNOWN
@@ -133,7 +136,7 @@ status() {
 }
 
 case "${1:-}" in
-  install) install ;;
+  install) install; write_conf ;;   # the conf too: snakemake starts fast with the daemons stopped
   start) start ;;
   stop) stop ;;
   status) status ;;

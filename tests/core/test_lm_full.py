@@ -62,21 +62,14 @@ def test_boxed_answers_are_graded_by_math_verify(chat):
     assert chat.tokenizer.decode(chat.prefill_ids("Q", "step")).endswith("<think>\nstep\n</think>\n\n")
 
 
-def test_reasoning_tokens_are_added_to_a_hub_tokenizer_and_the_model_grows(hub_model_dir, tmp_path):
+def test_a_hub_model_samples_and_its_keywords_are_found(hub_model_dir):
     tok = K.load_tokenizer(hub_model_dir)
     model = M.build_model({"source": str(hub_model_dir), "revision": "main"}, tok, device="cpu")
-    rows = model.get_input_embeddings().weight.shape[0]
-    assert K.ensure_reasoning_tokens(tok, model) == [K.SKIP]   # <think> and </think> exist already
-    skip = tok.convert_tokens_to_ids(K.SKIP)
-    assert tok("a\n\n[SKIP]\n\nb", add_special_tokens=False)["input_ids"].count(skip) == 1
-    assert model.get_input_embeddings().weight.shape[0] >= max(rows, len(tok))
-    assert K.ensure_reasoning_tokens(tok, model) == []
+    assert tok.convert_tokens_to_ids("</think>") != tok.unk_token_id   # the hub tokenizer's own markers
     fmt = make_format({"kind": "chat"}, tok)
     out = G.generate(model, [fmt.prompt_ids("Q")], tok.pad_token_id, tok.eos_token_id, max_new_tokens=5,
                      temperature=0.6, top_p=0.95, seed=0)
     assert 1 <= len(out.tokens[0]) <= 5 and all(0 <= e for e in out.entropy[0])
-    tok.save_pretrained(tmp_path / "tokenizer")
-    assert K.load_tokenizer(tmp_path / "tokenizer").convert_tokens_to_ids(K.SKIP) == skip
     assert sorted(fmt.keyword_ids(["wait", "HMM"])) == fmt.keyword_ids(["hmm", "wait"])
     with pytest.raises(ConfigError, match="none of the keywords"):
         fmt.keyword_ids(["zzzzqqq"])

@@ -11,7 +11,10 @@ ChatFormat  full: the model's own chat template with the paper's prompt, steps s
 
 Step boundaries are found in the decoded text of the tokens and mapped back to token ranges: a
 token that is only separator belongs to no step; a merged token (".\\n\\n" in a BPE vocabulary)
-stays with the step it ends, as the step-entropy code keeps it.
+stays with the step it ends. This is ReBalance's rule (its code splits the text at "\\n\\n+"); the
+step-entropy code splits only at a token that is exactly "\\n\\n", so a step ending in a merged
+token joins the next one there. [SKIP] is plain text at full scale, as the step-entropy code
+writes it (no token is added to the model).
 """
 from __future__ import annotations
 

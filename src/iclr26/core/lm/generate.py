@@ -42,7 +42,7 @@ def generate(model, prompts: list[list[int]], pad_id: int, eos_id: int, max_new_
     `before_token(rows, last_tokens, gen)` is called before every decoding pass with the row
     indices of the chunk, their last token and the Generation so far (used to set steering)."""
     out = Generation()
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = torch.Generator(device=model.device).manual_seed(int(seed))
     for start in range(0, len(prompts), batch_size):
         rows = list(range(start, min(len(prompts), start + batch_size)))
         _generate_chunk(model, [prompts[i] for i in rows], rows, pad_id, eos_id, max_new_tokens,
@@ -63,17 +63,16 @@ def _generate_chunk(model, prompts, rows, pad_id, eos_id, max_new, sampling, gen
         if before_token is not None and cache is not None:
             before_token(rows, step_input[:, -1], out)
         result = model(input_ids=step_input, attention_mask=mask, position_ids=step_pos,
-                       cache=cache, use_cache=True)
+                       cache=cache, use_cache=True, logits_to_keep=1)
         cache = result.cache
         logits = result.logits[:, -1, :].float()
-        chosen = _pick(logits, *sampling, gen, banned).to(logits.device)
-        logprob, entropy, maxprob = token_stats(logits, chosen)
+        chosen = _pick(logits, *sampling, gen, banned)
+        stats = token_stats(logits, chosen)
+        host = [t.tolist() for t in (chosen, *stats, done)]   # one device-to-host copy per step
         for b, row in enumerate(rows):
-            if not done[b]:
-                out.tokens[row].append(int(chosen[b]))
-                out.logprob[row].append(float(logprob[b]))
-                out.entropy[row].append(float(entropy[b]))
-                out.maxprob[row].append(float(maxprob[b]))
+            if not host[4][b]:
+                for seq, values in zip((out.tokens, out.logprob, out.entropy, out.maxprob), host[:4]):
+                    seq[row].append(values[b])
         done |= chosen == eos_id
         if bool(done.all()):
             break
@@ -89,7 +88,7 @@ def _pick(logits, temperature, top_p, gen, banned):
         logits[:, banned] = float("-inf")
     if temperature <= 0:
         return logits.argmax(-1)
-    probs = torch.softmax(logits / temperature, dim=-1).cpu()  # the seeded generator lives on the CPU
+    probs = torch.softmax(logits / temperature, dim=-1)
     if top_p < 1.0:  # keep the smallest set of tokens whose mass reaches top_p (the first always kept)
         sorted_p, order = probs.sort(dim=-1, descending=True)
         drop = (sorted_p.cumsum(-1) - sorted_p) >= top_p

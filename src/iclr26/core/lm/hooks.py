@@ -1,7 +1,10 @@
-"""Forward hooks on one decoder layer: read its output hidden states, or shift them.
+"""Hooks on the residual stream at the input of one decoder layer: read it, or shift it.
 
-Used by activation steering: h <- h + alpha_b * v at the last position of row b, where alpha_b is
-set per row before each forward pass (0 leaves the row untouched).
+Layer l's input is what `output_hidden_states` reports as hidden_states[l] (0: the embeddings),
+where ReBalance's official code both reads its prototypes and adds its steering vector
+(modeling_qwen2_dynamic_3D.py adds the vector before calling decoder layer l). Steering:
+h <- h + alpha_b * v at the last position of row b, alpha_b set per row before each forward pass
+(0 leaves the row untouched).
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ def decoder_layers(model):
 
 
 class LayerHook:
-    """Context manager around one layer. `captured` is the layer output of the last forward pass
+    """Context manager around one layer. `captured` is the layer's input of the last forward pass
     ([batch, seq, hidden]) when capture=True; `set_shift(alpha, vector)` shifts the next passes."""
 
     def __init__(self, model, layer: int, capture: bool = False):
@@ -30,20 +33,21 @@ class LayerHook:
         if vector is not None:
             self.vector = torch.as_tensor(vector, dtype=torch.float32)
 
-    def _hook(self, module, args, output):
-        hidden = output[0] if isinstance(output, tuple) else output
+    def _hook(self, module, args, kwargs):
+        positional = len(args) > 0   # decoder layers take hidden_states first, by position or by name
+        hidden = args[0] if positional else kwargs["hidden_states"]
         if self.alpha is not None and self.vector is not None and bool((self.alpha != 0).any()):
             hidden = hidden.clone()
             alpha, vector = (t.to(hidden.device, hidden.dtype) for t in (self.alpha, self.vector))
             hidden[:, -1, :] += alpha[:, None] * vector[None, :]
         if self.capture:
             self.captured = hidden.detach()
-        if isinstance(output, tuple):
-            return (hidden, *output[1:])
-        return hidden
+        if positional:
+            return (hidden, *args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": hidden}
 
     def __enter__(self):
-        self._handle = self.layer.register_forward_hook(self._hook)
+        self._handle = self.layer.register_forward_pre_hook(self._hook, with_kwargs=True)
         return self
 
     def __exit__(self, *exc):

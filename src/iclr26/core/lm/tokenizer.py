@@ -45,20 +45,9 @@ def load_tokenizer(source: str | Path, revision: str | None = None):
 
 
 def special_ids(tokenizer) -> dict[str, int]:
-    """Ids of the reasoning markers (a hub tokenizer gets [SKIP] from `ensure_reasoning_tokens`;
-    its steps end at blank lines, see formats.py, so it has no <sep>)."""
+    """Ids of the tiny tokenizer's reasoning markers (a hub tokenizer has <think> and </think>; its
+    steps end at blank lines and [SKIP] is text there, see formats.py)."""
     ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in
            (("think", THINK), ("end_think", END_THINK), ("skip", SKIP), ("sep", SEP))}
     ids["eos"], ids["pad"] = tokenizer.eos_token_id, tokenizer.pad_token_id
     return ids
-
-
-def ensure_reasoning_tokens(tokenizer, model=None, tokens=(THINK, END_THINK, SKIP)) -> list[str]:
-    """Add the markers a hub tokenizer lacks as special tokens (one id each: [SKIP] for the step-
-    entropy SFT data) and grow the model's embedding to match. Returns the tokens added."""
-    missing = [tok for tok in tokens if tokenizer.convert_tokens_to_ids(tok) in (None, tokenizer.unk_token_id)]
-    if missing:
-        tokenizer.add_special_tokens({"additional_special_tokens": missing})
-        if model is not None:
-            model.resize_token_embeddings(len(tokenizer))
-    return missing

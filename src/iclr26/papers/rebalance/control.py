@@ -32,8 +32,10 @@ def variance_proxy(c: float, c_prev: float | None) -> float:
     return 0.0 if c_prev is None else (c - c_prev) ** 2 / 4.0
 
 
-def labels(confidences: np.ndarray, has_cue: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
-    q25, q75 = np.quantile(confidences, [0.25, 0.75])
+def labels(confidences: np.ndarray, has_cue: np.ndarray, reference=None) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Mixed labels; the quartiles come from `reference` (every step's confidence, as the official
+    compute_confidence_quartiles scans them all) or from `confidences` themselves."""
+    q25, q75 = np.quantile(confidences if reference is None else reference, [0.25, 0.75])
     positive = has_cue | (confidences < q25)
     negative = ~has_cue & (confidences > q75)
     return positive, negative, float(q25), float(q75)

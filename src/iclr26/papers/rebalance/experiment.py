@@ -15,6 +15,7 @@ evaluate  every arm samples the test traces (temperature 0.7) and is scored: acc
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -73,16 +74,18 @@ def _load(job, seed: int):
 
 
 # ----------------------------------------------------------------------------- sampling with an arm
-def sample(model, fmt, rows: list[dict], cfg: dict, seed: int, arm: str, steering: dict | None = None):
-    """Sample the thinking of every row under one arm; returns the Generation."""
+def sample(model, fmt, rows: list[dict], cfg: dict, seed: int, arm: str, steering: dict | None = None,
+           temperature: float | None = None):
+    """Sample the thinking of every row under one arm (at eval.temperature unless given); returns the Generation."""
     from iclr26.core.lm import generate as G
     from iclr26.core.lm import hooks as H
 
     tokenizer = fmt.tokenizer
     prompts = [fmt.prompt_ids(r["problem"]) for r in rows]
     ev = cfg["eval"]
-    kwargs = dict(max_new_tokens=ev["max_new_tokens"], temperature=ev["temperature"], top_p=ev.get("top_p", 1.0),
-                  seed=seed)
+    kwargs = dict(max_new_tokens=ev["max_new_tokens"], top_p=ev.get("top_p", 1.0), seed=seed,
+                  temperature=ev["temperature"] if temperature is None else temperature,
+                  batch_size=ev.get("batch_size", 512))
     if arm == "keyword_suppression":   # NoWait-like: the reflection keywords can never be sampled
         kwargs["banned"] = fmt.keyword_ids(cfg["method"]["keywords"])
     if arm not in STEERED:
@@ -128,9 +131,10 @@ def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
 
     from iclr26.core.lm import hooks as H
 
-    gen = sample(model, fmt, rows, cfg, seed + 10_000, "original")
-    keywords = [k.lower() for k in cfg["method"]["keywords"]]
-    conf, online, cues, hidden, variances = [], [], [], [], []
+    # the official collection pass decodes greedily (transformer_inference_dp.py: do_sample=False)
+    gen = sample(model, fmt, rows, cfg, seed + 10_000, "original", temperature=cfg["method"]["calibration_temperature"])
+    cue = re.compile(r"\b(?:" + "|".join(re.escape(w.lower()) for w in cfg["method"]["cue_words"]) + r")\b")
+    conf, online, cues, hidden, variances, labelled_conf = [], [], [], [], [], []
     prompts = [fmt.prompt_ids(r["problem"]) for r in rows]
     with H.LayerHook(model, cfg["method"]["layer"], capture=True) as hook, torch.no_grad():
         for prompt, tokens, logprob, maxprob in zip(prompts, gen.tokens, gen.logprob, gen.maxprob):
@@ -146,12 +150,18 @@ def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
                 online.append(float(np.mean(maxprob[lo:hi])))
                 variances.append(C.variance_proxy(online[-1], c_prev))
                 c_prev = online[-1]
-            for text in texts:   # a reflection cue: a keyword opens or appears in the step
-                cues.append(any(k in text.lower() for k in keywords))
-            for lo, _ in spans:
-                hidden.append(hook.captured[0, len(prompt) + lo].float().cpu().numpy())
-    conf, cues, hidden = np.array(conf), np.array(cues), np.stack(hidden)
-    positive, negative, q25, q75 = C.labels(conf, cues)
+            labelled = range(1, len(spans))   # steps after a boundary: the official code reads the state
+            for i in labelled:                # at the first token after each blank line, so not step 0
+                cues.append(bool(cue.search(texts[i].lower())))
+                hidden.append(hook.captured[0, len(prompt) + spans[i][0]].float().cpu().numpy())
+                labelled_conf.append(conf[-len(spans) + i])
+    if not hidden:
+        from iclr26.core.errors import DataError
+
+        raise DataError("calibration: no sampled trace has more than one step; no step state to label")
+    all_conf = np.array(conf)
+    conf, cues, hidden = np.array(labelled_conf), np.array(cues), np.stack(hidden)
+    positive, negative, q25, q75 = C.labels(conf, cues, reference=all_conf)
     if not positive.any() or not negative.any():
         from iclr26.core.errors import DataError
 

@@ -90,7 +90,7 @@ def _skip_augmented(fmt, row: dict, share: float, rng) -> tuple[list[int], int]:
 # ----------------------------------------------------------------------------- shared by the stages
 def _load(job, seed: int, prepared: Path | None = None, sft_dir: Path | None = None):
     """(model, format): the fine-tuned model in sft_dir, else the seed's base model (tiny) or the
-    pretrained model.source (full), whose tokenizer gets [SKIP] added."""
+    pretrained model.source (full; [SKIP] is text there, as the official code writes it)."""
     from iclr26.core.lm import model as M
     from iclr26.core.lm import tokenizer as K
     from iclr26.core.lm.formats import make_format
@@ -106,7 +106,6 @@ def _load(job, seed: int, prepared: Path | None = None, sft_dir: Path | None = N
     elif spec.get("source"):
         tokenizer = K.load_tokenizer(spec["source"], spec.get("revision"))
         model = M.build_model(spec, tokenizer, device=device)
-        K.ensure_reasoning_tokens(tokenizer, model)
     else:
         tokenizer = K.load_tokenizer(prepared / "tokenizer")
         model = M.build_model({"source": str(prepared / f"base_s{seed}")}, tokenizer, device=device)
@@ -120,8 +119,7 @@ def own_traces(model, fmt, rows: list[dict], cfg: dict, seed: int) -> list[dict]
 
     tok = fmt.tokenizer
     out = G.generate(model, [fmt.prompt_ids(r["problem"]) for r in rows], tok.pad_token_id, tok.eos_token_id,
-                     cfg["max_new_tokens"], temperature=cfg.get("temperature", 0.0), top_p=cfg.get("top_p", 1.0),
-                     seed=seed)
+                     cfg["max_new_tokens"], seed=seed, **_sampling(cfg))
     result = []
     for row, tokens, ent, lp in zip(rows, out.tokens, out.entropy, out.logprob):
         parsed = fmt.parse(tokens)
@@ -130,6 +128,12 @@ def own_traces(model, fmt, rows: list[dict], cfg: dict, seed: int) -> list[dict]
                        "scores": [R.step_score(ent[lo:hi], lp[lo:hi], cfg["step_score"]) for lo, hi in spans],
                        "own_answer": parsed["answer"], "correct": fmt.is_correct(parsed["answer"], row["answer"])})
     return result
+
+
+def _sampling(cfg: dict) -> dict:
+    """Temperature, top-p and generation batch size of a `method` block (greedy when temperature is 0)."""
+    return {"temperature": cfg.get("temperature", 0.0), "top_p": cfg.get("top_p", 1.0),
+            "batch_size": cfg.get("batch_size", 512)}
 
 
 def _compress(trace: dict, kappa: float, rule: str, rng) -> tuple[list[str], set[int]]:
@@ -229,7 +233,8 @@ def _stage_a(job, dataset: str, seed: int) -> list[dict]:
         compressed = [_compress(t, kappa, rule, rng) for t in traces]
         thinking = [fmt.join_steps(steps) for steps, _ in compressed]
         out = G.generate(model, [fmt.prefill_ids(t["problem"], th) for t, th in zip(traces, thinking)],
-                         tok.pad_token_id, tok.eos_token_id, max_new_tokens=fmt.answer_tokens)
+                         tok.pad_token_id, tok.eos_token_id, max_new_tokens=fmt.answer_tokens,
+                         seed=seed, **_sampling(cfg["method"]))   # the code samples the answer as it sampled the trace
         answers = [fmt.answer_after_prefill(g) for g in out.tokens]
         acc = float(np.mean([fmt.is_correct(a, t["answer"]) for a, t in zip(answers, traces)]))
         base_acc = acc if kappa == 0 else base_acc
@@ -251,7 +256,7 @@ def _stage_b(job, seed: int) -> dict:
     tok = fmt.tokenizer
     rows = read_jsonl(job.raw_dir(MAIN) / "test.jsonl")
     out = G.generate(model, [fmt.prompt_ids(r["problem"]) for r in rows], tok.pad_token_id, tok.eos_token_id,
-                     cfg["method"]["max_new_tokens"])
+                     cfg["method"]["max_new_tokens"], seed=seed, **_sampling(cfg["method"]))
     parsed = [fmt.parse(t) for t in out.tokens]
     ratios = [R.skip_ratio(fmt.split_steps(p["thinking"]), K.SKIP) for p in parsed]
     diagnosis = {}
