@@ -44,7 +44,11 @@ def test_confidence_labels_vector_and_lda_magnitudes():
     v = C.steering_vector(hidden, pos, neg)
     assert v[0] > 2
     low1, low2 = C.lda_magnitudes(hidden, pos, neg, v)
-    assert low1 == pytest.approx(-0.5)                        # the midpoint boundary: half of v moves the mean
+    w = (hidden[pos].mean(0) - hidden[neg].mean(0)) / (hidden[pos].var(0) + hidden[neg].var(0))
+    m1, m0 = hidden[pos].mean(0) @ w, hidden[neg].mean(0) @ w
+    t = -(m1 + m0) / 2                                        # as the official code writes the threshold
+    assert low1 == pytest.approx(-(m1 - t) / (w @ v), rel=1e-6)
+    assert low2 == pytest.approx(-max(hidden[pos] @ w - t) / (w @ v), rel=1e-6)
     assert low2 <= low1 < 0
 
 

@@ -5,8 +5,8 @@ Phase A/B (calibration on a small seen set):
     step confidence      c_t = exp(mean log p of the step's sampled tokens)
     labels               positive: reflection cue OR c_t < q25;  negative: no cue AND c_t > q75
     steering vector      v = mean(h | pos) - mean(h | neg)   (h: layer-l state at a step's first token)
-    magnitudes           diagonal LDA along v: low_val_1 = -(push that moves the positive mean across
-                         the boundary), low_val_2 = -(push that moves every positive across)
+    magnitudes           diagonal LDA along v (official formula, see lda_magnitudes): low_val_1 =
+                         -(push that moves the positive mean past t), low_val_2 = -(every positive)
     variance proxy       v_t = (c_t - c_{t-1})^2 / 4, quantiles q25v, q75v
 Phase C (online, at each step boundary inside the thinking span), with c = mean max-prob of the
 step just finished:
@@ -46,14 +46,22 @@ def steering_vector(hidden: np.ndarray, positive: np.ndarray, negative: np.ndarr
 
 
 def lda_magnitudes(hidden: np.ndarray, positive: np.ndarray, negative: np.ndarray, v: np.ndarray) -> tuple[float, float]:
-    """Pushes along -v (in units of v) that move the positive class mean, and all positives, across the
-    diagonal-LDA boundary between the two classes; returned negative (alpha < 0 prunes reflection)."""
-    pooled = np.concatenate([hidden[positive] - hidden[positive].mean(0), hidden[negative] - hidden[negative].mean(0)])
-    w = v / (pooled.var(0) + 1e-6)
-    middle = (hidden[positive].mean(0) + hidden[negative].mean(0)) / 2
-    margin = (hidden[positive] - middle) @ w / float(w @ v)   # push needed per positive
-    mean_cross = float((hidden[positive].mean(0) - middle) @ w / float(w @ v))
-    return -mean_cross, -float(max(margin.max(), mean_cross))
+    """(low_val_1, low_val_2) as the official compute_lda_separator_and_steer computes them
+    (hidden_analysis_auto.py): diagonal LDA w = (mu1 - mu0) / (var1 + var0), threshold
+    t = -(w.mu1 + w.mu0) / 2, and the pushes along -v, in units of v, that move the positive mean
+    (alpha_mean_S) and every positive (alpha_all_S) past t:
+        alpha_mean = max(w.mu1 - t, 0) / (w.v),   alpha_all = max_i (w.h_i - t) / (w.v)
+    returned negated (alpha < 0 prunes reflection). As written there, t is minus the midpoint of the
+    two projections, so the magnitudes depend on where the states sit, not only on their spread;
+    kept as shipped (the midpoint itself would always give alpha_mean = 1/2)."""
+    pos, neg = hidden[positive].astype(np.float64), hidden[negative].astype(np.float64)
+    w = (pos.mean(0) - neg.mean(0)) / (pos.var(0) + neg.var(0) + 1e-12)
+    m1, m0 = float(pos.mean(0) @ w), float(neg.mean(0) @ w)
+    t = -0.5 * (m1 + m0)
+    scale = float(w @ v)
+    if scale <= 0:
+        raise ValueError("the LDA direction and the steering vector point apart; no push along -v crosses")
+    return -max(m1 - t, 0.0) / scale, -float((pos @ w - t).max()) / scale
 
 
 class Controller:
