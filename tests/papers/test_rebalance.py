@@ -50,6 +50,8 @@ def test_confidence_labels_vector_and_lda_magnitudes():
     assert low1 == pytest.approx(-(m1 - t) / (w @ v), rel=1e-6)
     assert low2 == pytest.approx(-max(hidden[pos] @ w - t) / (w @ v), rel=1e-6)
     assert low2 <= low1 < 0
+    mid1, mid2 = C.lda_magnitudes(hidden, pos, neg, v, "midpoint")
+    assert mid1 == pytest.approx(-0.5) and mid2 <= mid1             # the midpoint: half of v moves the mean
 
 
 def test_smoke_run_every_stage_and_same_seed_same_records(workdir, tmp_path_factory):

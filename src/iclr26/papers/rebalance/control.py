@@ -45,19 +45,23 @@ def steering_vector(hidden: np.ndarray, positive: np.ndarray, negative: np.ndarr
     return hidden[positive].mean(0) - hidden[negative].mean(0)
 
 
-def lda_magnitudes(hidden: np.ndarray, positive: np.ndarray, negative: np.ndarray, v: np.ndarray) -> tuple[float, float]:
+def lda_magnitudes(hidden: np.ndarray, positive: np.ndarray, negative: np.ndarray, v: np.ndarray,
+                   threshold: str = "official") -> tuple[float, float]:
     """(low_val_1, low_val_2) as the official compute_lda_separator_and_steer computes them
     (hidden_analysis_auto.py): diagonal LDA w = (mu1 - mu0) / (var1 + var0), threshold
     t = -(w.mu1 + w.mu0) / 2, and the pushes along -v, in units of v, that move the positive mean
     (alpha_mean_S) and every positive (alpha_all_S) past t:
         alpha_mean = max(w.mu1 - t, 0) / (w.v),   alpha_all = max_i (w.h_i - t) / (w.v)
     returned negated (alpha < 0 prunes reflection). As written there, t is minus the midpoint of the
-    two projections, so the magnitudes depend on where the states sit, not only on their spread;
-    kept as shipped (the midpoint itself would always give alpha_mean = 1/2)."""
+    two projections (a sign slip, it seems: the boundary then need not lie between the classes), so
+    the magnitudes depend on where the states sit; `threshold="official"` keeps it, as the shipped
+    defaults were computed; `"midpoint"` uses t = +(w.mu1 + w.mu0) / 2 (alpha_mean is then 1/2)."""
     pos, neg = hidden[positive].astype(np.float64), hidden[negative].astype(np.float64)
     w = (pos.mean(0) - neg.mean(0)) / (pos.var(0) + neg.var(0) + 1e-12)
     m1, m0 = float(pos.mean(0) @ w), float(neg.mean(0) @ w)
-    t = -0.5 * (m1 + m0)
+    if threshold not in ("official", "midpoint"):
+        raise ValueError(f"threshold must be official or midpoint, got {threshold!r}")
+    t = (-0.5 if threshold == "official" else 0.5) * (m1 + m0)
     scale = float(w @ v)
     if scale <= 0:
         raise ValueError("the LDA direction and the steering vector point apart; no push along -v crosses")

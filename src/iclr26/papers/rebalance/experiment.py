@@ -168,7 +168,7 @@ def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
         raise DataError(f"calibration: {len(conf)} steps gave {int(positive.sum())} positive and "
                         f"{int(negative.sum())} negative steps; the steering vector needs both (more calibration problems)")
     v = C.steering_vector(hidden, positive, negative)
-    low1, low2 = C.lda_magnitudes(hidden, positive, negative, v)
+    low1, low2 = C.lda_magnitudes(hidden, positive, negative, v, cfg["method"].get("lda_threshold", "official"))
     q25c, q75c = np.quantile(online, [0.25, 0.75])   # the online confidence (mean max-prob) sets F and the gates
     q25v, q75v = np.quantile(variances, [0.25, 0.75])
     return {"vector": v.tolist(), "low_val_1": low1, "low_val_2": low2, "q25c": float(q25c), "q75c": float(q75c),
