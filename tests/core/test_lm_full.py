@@ -119,3 +119,14 @@ def test_benchmark_files_from_a_dataset_directory_and_a_checksummed_url(hub_data
     assert (tmp_path / "g" / "test.jsonl").read_text() == (tmp_path / "a" / "test.jsonl").read_text()
     with pytest.raises(DataError, match="does not exist"):
         fetch_splits({"test": {"hub_id": str(hub_dataset_dir), "file": "missing.jsonl"}}, tmp_path / "f")
+
+
+def test_bad_benchmark_specs_are_one_clear_error(hub_dataset_dir, tmp_path):
+    with pytest.raises(DataError, match="a split needs url, or hub_id and file"):
+        fetch_splits({"test": {"file": "test.jsonl"}}, tmp_path / "a")
+    with pytest.raises(DataError, match="test: test.jsonl has sha256 [0-9a-f]{64}, the config pins 0{64}"):
+        fetch_splits({"test": {"hub_id": str(hub_dataset_dir), "file": "test.jsonl", "sha256": "0" * 64}}, tmp_path / "b")
+    (tmp_path / "rows.csv").write_text("problem,answer\n1+1,2\n")
+    with pytest.raises(DataError, match="rows.csv: expected .jsonl, .json or .parquet"):
+        fetch_splits({"test": {"hub_id": str(tmp_path), "file": "rows.csv"}}, tmp_path / "c")
+    assert not (tmp_path / "c" / "test.jsonl").exists()

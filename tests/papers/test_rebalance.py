@@ -146,3 +146,29 @@ def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, h
     assert steering["n_steps"] > 8 and steering["n_positive"] > 0 and steering["n_negative"] > 0
     manifest = read_json(workdir / "data/full/rebalance/raw/math/manifest.json")
     assert manifest["info"]["calibration"]["rows"] == 8 and manifest["info"]["test"]["rows"] == 9
+
+
+def test_calibration_and_magnitude_errors_name_their_cause():
+    """An untrained model writing one-token traces has no step to label: one clear error, not a nan vector."""
+    from iclr26.core.errors import DataError
+    from iclr26.core.lm import model as M
+    from iclr26.core.lm import tokenizer as K
+    from iclr26.core.lm import traces as T
+    from iclr26.core.lm.formats import TagFormat
+    from iclr26.papers.rebalance.experiment import calibrate
+
+    tok = K.build_tokenizer(T.vocabulary(10))
+    model = M.build_model({"config": {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+                                      "num_attention_heads": 2}}, tok, seed=0).eval()
+    rows = T.generate({"modulus": 10, "max_operand": 2, "n_ops": [2, 2]}, 4, seed=0)
+    cfg = {"eval": {"max_new_tokens": 1, "temperature": 0.7},
+           "method": {"layer": 0, "cue_words": ["wait"], "calibration_temperature": 0.0}}
+    with pytest.raises(DataError, match="no sampled trace has more than one step"):
+        calibrate(model, TagFormat(tok), rows, cfg, seed=0)
+    hidden = np.random.default_rng(0).normal(size=(6, 3))
+    pos, neg = np.array([1, 1, 1, 0, 0, 0], bool), np.array([0, 0, 0, 1, 1, 1], bool)
+    v = C.steering_vector(hidden, pos, neg)
+    with pytest.raises(ValueError, match="point apart"):
+        C.lda_magnitudes(hidden, pos, neg, -v)
+    with pytest.raises(ValueError, match="threshold must be official or midpoint"):
+        C.lda_magnitudes(hidden, pos, neg, v, "median")
