@@ -17,6 +17,7 @@ def test_control_function_meets_its_conditions_and_gates():
     ctl = C.Controller(SHIPPED_7B)
     assert ctl.baseline(0.666) == pytest.approx(-1.19, abs=1e-9)          # F(q25c) = low_val_1
     assert ctl.baseline(1.0) == pytest.approx(0.01, abs=1e-9)             # F(1) = 0.01
+    assert ctl.baseline(0.928) == pytest.approx(0.0, abs=1e-9)            # F(q75c) = 0 (build_F)
     assert ctl.baseline(0.7) < ctl.baseline(0.9)                          # more confident, less pruning
     # overthinking corner (unsure and unstable): the aggressive magnitude low_val_2
     assert ctl.alpha(0.5, 0.05) == pytest.approx(-2.34, abs=1e-6)
@@ -91,7 +92,7 @@ def test_steering_acts_only_at_step_boundaries_inside_thinking():
     examples = [fmt.training_example(r["problem"], r["trace"], r["trace_answer"]) for r in rows * 4]
     M.train_lm(model, [e[0] for e in examples], [e[1] for e in examples], tok.pad_token_id, 60, 16, 5e-3, 0)
     cfg = {"eval": {"max_new_tokens": 30, "temperature": 0.7},
-           "method": {"layer": 0, "slope": 1200.0, "high_val_2": 0.1, "k_iqr": 2.0, "keywords": ["wait"]}}
+           "method": {"layer": 0, "slope": 1200.0, "high_val_2": 0.1, "keywords": ["wait"]}}
     cal = {"q25c": 0.5, "q75c": 0.9, "q25v": 0.0, "q75v": 0.01, "low_val_1": -1.0, "low_val_2": -2.0,
            "vector": (np.ones(32) * 50).tolist()}
     original = sample(model, fmt, rows, cfg, 0, "original").tokens

@@ -7,13 +7,16 @@ Phase A/B (calibration on a small seen set):
     steering vector      v = mean(h | pos) - mean(h | neg)   (h: layer-l state at a step's first token)
     magnitudes           diagonal LDA along v (official formula, see lda_magnitudes): low_val_1 =
                          -(push that moves the positive mean past t), low_val_2 = -(every positive)
-    variance proxy       v_t = (c_t - c_{t-1})^2 / 4, quantiles q25v, q75v
+    quartiles            q25c, q75c of every step's c_t (also the label thresholds); q25v, q75v of
+                         v_t = (c_t - c_{t-1})^2 / 4 between consecutive steps of a trace
 Phase C (online, at each step boundary inside the thinking span), with c = mean max-prob of the
-step just finished:
-    F(c) = a + b tanh(k (c - m)), m = (q25c + q75c)/2, F(q25c) = low_val_1, F(1) = 0.01
-    w_low  = sig(s (q25c - c)/IQR_c) sig(s (var - q75v)/IQR_v)   overthinking: unsure and unstable
-    w_high = sig(s (c - q75c)/IQR_c) sig(s (q25v - var)/IQR_v)   underthinking: sure and stable
-    (each divided by its value at the calibration corner, 1/4, and capped at 1; s = 1200)
+step just finished and var = (c - c_prev)^2 / 4 (0 for the first step), as the modeling code does:
+    F(c) = a + b tanh(k (c - m)), m = (q25c + q75c)/2, s = (q75c - q25c)/2,
+           a = low_val_1/2, b = -low_val_1 / (2 tanh(k s)), so F(q25c) = low_val_1 and F(q75c) = 0;
+           k by bisection so that F(1) = 0.01 (build_F)
+    w_low  = sig(1200 (q25c - c)/IQR_c) sig(1200 (var - q75v)/IQR_v) / (1/4)         unsure, unstable
+    w_high = sig(1200 (c - q75c)/IQR_c) sig(1200 (q25v - var)/IQR_v) / gm            sure, stable
+           gm = sig(12 (1 - q75c)/IQR_c) / 2; both capped at 1
     alpha = F(c) + (low_val_2 - F(q25c)) w_low + (high_val_2 - F(1)) w_high,
             clamped to [min(low_val_1, low_val_2), max(0.01, high_val_2)]
 """
@@ -68,30 +71,48 @@ def lda_magnitudes(hidden: np.ndarray, positive: np.ndarray, negative: np.ndarra
     return -max(m1 - t, 0.0) / scale, -float((pos @ w - t).max()) / scale
 
 
-class Controller:
-    """alpha(c, var) of Phase C from the calibration numbers."""
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, x))))
 
-    def __init__(self, cal: dict, slope: float = 1200.0, high_val_2: float = 0.1, k_iqr: float = 2.0):
+
+class Controller:
+    """alpha(c, var) of Phase C from the calibration numbers (modeling_qwen2_dynamic_3D.py)."""
+
+    def __init__(self, cal: dict, slope: float = 1200.0, high_val_2: float = 0.1, tau: float = 0.01):
         self.q25c, self.q75c, self.q25v, self.q75v = cal["q25c"], cal["q75c"], cal["q25v"], cal["q75v"]
         self.low1, self.low2, self.high2, self.slope = cal["low_val_1"], cal["low_val_2"], high_val_2, slope
-        self.iqr_c = max(self.q75c - self.q25c, 1e-6)
-        self.iqr_v = max(self.q75v - self.q25v, 1e-9)
-        self.m = (self.q25c + self.q75c) / 2
-        # k is not pinned by the two conditions; we fix it so the tanh turns over one IQR (k = 2/IQR_c)
-        self.k = k_iqr / self.iqr_c
-        t_low, t_one = math.tanh(self.k * (self.q25c - self.m)), math.tanh(self.k * (1.0 - self.m))
-        self.b = (0.01 - self.low1) / (t_one - t_low)          # F(1) = 0.01, F(q25c) = low_val_1
-        self.a = self.low1 - self.b * t_low
+        self.iqr_c = max(self.q75c - self.q25c, 1e-12)
+        self.iqr_v = max(self.q75v - self.q25v, 1e-12)
+        self.m, self.s = (self.q25c + self.q75c) / 2, max((self.q75c - self.q25c) / 2, 1e-12)
+        self.k = self._fit_k(tau)
+        self.gm = _sigmoid(12.0 * (1.0 - self.q75c) / self.iqr_c) * 0.5
+
+    def _fit_k(self, tau: float) -> float:
+        """The k with F(1) = tau: F(1) falls from its k -> 0 limit to 0 as k grows, so bisect on log k;
+        when tau is out of reach (low_val_1 >= 0, or q75c near 1) the nearest end is kept."""
+        lo, hi = math.log(1e-3 / self.s), math.log(1e4 / self.s)
+        if self._f(1.0, math.exp(lo)) <= tau:
+            return math.exp(lo)
+        if self._f(1.0, math.exp(hi)) >= tau:
+            return math.exp(hi)
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if self._f(1.0, math.exp(mid)) > tau else (lo, mid)
+        return math.exp((lo + hi) / 2)
+
+    def _f(self, c: float, k: float) -> float:
+        a, b = self.low1 / 2, -self.low1 / (2 * math.tanh(k * self.s))
+        return a + b * math.tanh(k * (min(max(c, 0.0), 1.0) - self.m))
 
     def baseline(self, c: float) -> float:
-        return self.a + self.b * math.tanh(self.k * (c - self.m))
+        return self._f(c, self.k)
 
     def _sig(self, x: float) -> float:
-        return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, self.slope * x))))
+        return _sigmoid(self.slope * x)
 
     def alpha(self, c: float, var: float) -> float:
-        w_low = min(1.0, 4 * self._sig((self.q25c - c) / self.iqr_c) * self._sig((var - self.q75v) / self.iqr_v))
-        w_high = min(1.0, 4 * self._sig((c - self.q75c) / self.iqr_c) * self._sig((self.q25v - var) / self.iqr_v))
+        w_low = min(1.0, self._sig((self.q25c - c) / self.iqr_c) * self._sig((var - self.q75v) / self.iqr_v) / 0.25)
+        w_high = min(1.0, self._sig((c - self.q75c) / self.iqr_c) * self._sig((self.q25v - var) / self.iqr_v) / self.gm)
         value = (self.baseline(c) + (self.low2 - self.baseline(self.q25c)) * w_low
                  + (self.high2 - self.baseline(1.0)) * w_high)
         return float(min(max(value, min(self.low1, self.low2)), max(0.01, self.high2)))

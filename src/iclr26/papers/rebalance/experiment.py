@@ -91,7 +91,7 @@ def sample(model, fmt, rows: list[dict], cfg: dict, seed: int, arm: str, steerin
     if arm not in STEERED:
         return G.generate(model, prompts, tokenizer.pad_token_id, tokenizer.eos_token_id, **kwargs)
     end = fmt.end_think_id
-    controller = C.Controller(steering, cfg["method"]["slope"], cfg["method"]["high_val_2"], cfg["method"]["k_iqr"])
+    controller = C.Controller(steering, cfg["method"]["slope"], cfg["method"]["high_val_2"])
     state = {}  # row -> (position where the current step started, confidence of the previous step)
 
     def before_token(rows_idx, last, gen):
@@ -134,7 +134,7 @@ def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
     # the official collection pass decodes greedily (transformer_inference_dp.py: do_sample=False)
     gen = sample(model, fmt, rows, cfg, seed + 10_000, "original", temperature=cfg["method"]["calibration_temperature"])
     cue = re.compile(r"\b(?:" + "|".join(re.escape(w.lower()) for w in cfg["method"]["cue_words"]) + r")\b")
-    conf, online, cues, hidden, variances, labelled_conf = [], [], [], [], [], []
+    conf, cues, hidden, variances, labelled_conf = [], [], [], [], []
     prompts = [fmt.prompt_ids(r["problem"]) for r in rows]
     with H.LayerHook(model, cfg["method"]["layer"], capture=True) as hook, torch.no_grad():
         for prompt, tokens, logprob, maxprob in zip(prompts, gen.tokens, gen.logprob, gen.maxprob):
@@ -145,11 +145,10 @@ def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
             model(input_ids=torch.tensor([prompt + tokens], device=model.device))
             c_prev = None
             for lo, hi in spans:
-                c = C.step_confidence(logprob[lo:hi])
-                conf.append(c)
-                online.append(float(np.mean(maxprob[lo:hi])))
-                variances.append(C.variance_proxy(online[-1], c_prev))
-                c_prev = online[-1]
+                conf.append(C.step_confidence(logprob[lo:hi]))
+                if c_prev is not None:    # compute_global_diff_quartiles: consecutive steps, j >= 1
+                    variances.append(C.variance_proxy(conf[-1], c_prev))
+                c_prev = conf[-1]
             labelled = range(1, len(spans))   # steps after a boundary: the official code reads the state
             for i in labelled:                # at the first token after each blank line, so not step 0
                 cues.append(bool(cue.search(texts[i].lower())))
@@ -169,8 +168,10 @@ def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
                         f"{int(negative.sum())} negative steps; the steering vector needs both (more calibration problems)")
     v = C.steering_vector(hidden, positive, negative)
     low1, low2 = C.lda_magnitudes(hidden, positive, negative, v, cfg["method"].get("lda_threshold", "official"))
-    q25c, q75c = np.quantile(online, [0.25, 0.75])   # the online confidence (mean max-prob) sets F and the gates
-    q25v, q75v = np.quantile(variances, [0.25, 0.75])
+    # the controller's thresholds are the offline quartiles (of exp mean log-prob), as shipped, while the
+    # online c it compares them with is the mean max-prob of the step (modeling_qwen2_dynamic_3D.py)
+    q25c, q75c = q25, q75
+    q25v, q75v = np.quantile(variances, [0.25, 0.75]) if variances else (0.0, 0.0)
     return {"vector": v.tolist(), "low_val_1": low1, "low_val_2": low2, "q25c": float(q25c), "q75c": float(q75c),
             "q25v": float(q25v), "q75v": float(q75v), "label_q25": q25, "label_q75": q75,
             "n_steps": int(len(conf)), "n_positive": int(positive.sum()), "n_negative": int(negative.sum()),
