@@ -130,3 +130,11 @@ def test_bad_benchmark_specs_are_one_clear_error(hub_dataset_dir, tmp_path):
     with pytest.raises(DataError, match="rows.csv: expected .jsonl, .json or .parquet"):
         fetch_splits({"test": {"hub_id": str(tmp_path), "file": "rows.csv"}}, tmp_path / "c")
     assert not (tmp_path / "c" / "test.jsonl").exists()
+
+
+def test_an_unreachable_hub_dataset_is_one_clear_error(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)   # no network in tests
+    with pytest.raises(DataError, match=r"cannot fetch test.jsonl of dataset org/no-such-dataset \(revision main\)"):
+        fetch_splits({"test": {"hub_id": "org/no-such-dataset", "revision": "main", "file": "test.jsonl"}}, tmp_path)

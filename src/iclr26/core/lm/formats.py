@@ -5,16 +5,16 @@ thinking step ends, joins steps back into text, and grades what follows `</think
 
 TagFormat   tiny: "<problem> <think> step <sep> step ... </think> ans <value>", word-level
             tokenizer, exact-match grading of the value after `ans`.
-ChatFormat  full: the model's own chat template with the paper's prompt, steps separated by a
-            blank line ("\\n\\n", as both papers' official code splits them), the final answer in
-            \\boxed{} graded by math-verify against the reference answer.
+ChatFormat  full: the model's own chat template with the configured prompt, steps separated by a
+            blank line ("\\n\\n"), the final answer in \\boxed{} graded by math-verify against the
+            reference answer.
 
 Step boundaries are found in the decoded text of the tokens and mapped back to token ranges: a
 token that is only separator belongs to no step; a merged token (".\\n\\n" in a BPE vocabulary)
-stays with the step it ends. This is ReBalance's rule (its code splits the text at "\\n\\n+"); the
-step-entropy code splits only at a token that is exactly "\\n\\n", so a step ending in a merged
-token joins the next one there. [SKIP] is plain text at full scale, as the step-entropy code
-writes it (no token is added to the model).
+stays with the step it ends (the text is split at "\\n\\n+"). Code that splits only at a token
+that is exactly "\\n\\n" would join a step ending in a merged token to the next one; a paper whose
+reference code does that says so in its own module. Markers such as [SKIP] stay plain text at full
+scale: no token is added to a pretrained model.
 """
 from __future__ import annotations
 
@@ -128,8 +128,8 @@ class _Format:
                 "answer": self.extract(tail)}
 
     def prefill_ids(self, problem: str, thinking: str) -> list[int]:
-        """The prompt, the given thinking, then `</think>` and the answer lead (section 2.2 of card 07:
-        the model answers after a prefilled, possibly compressed, thinking span)."""
+        """The prompt, the given thinking, then `</think>` and the answer lead: the model answers
+        after a prefilled (possibly compressed) thinking span."""
         return self.prompt_ids(problem) + self.encode(f"{thinking}{self.close}")
 
     def answer_after_prefill(self, generated: list[int]) -> str:
@@ -164,9 +164,8 @@ class TagFormat(_Format):
 
 
 class ChatFormat(_Format):
-    """The official prompts: ReBalance puts "Please reason step by step, and put your final answer
-    within \\boxed{}." in the system turn; the step-entropy code writes a user template around the
-    problem. Both sample inside the model's own chat template, which opens the thinking span."""
+    """A prompt in the model's own chat template, which opens the thinking span: an optional system
+    turn and a user template around the problem (`{problem}`), both from the paper's config."""
     sep = "\n\n"
     lead = ""
     close = f"\n{END_THINK}\n\n"

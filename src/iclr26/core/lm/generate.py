@@ -3,8 +3,8 @@
 Every sampled token comes with three numbers of the model's own next-token distribution p (at
 temperature 1, before any ban or temperature, as vLLM reports log-probs):
     logprob   log p(sampled token)
-    entropy   H = -sum_v p(v) log p(v)       (card 07, eq. for token entropy)
-    maxprob   max_v p(v)                     (card 03's online step confidence)
+    entropy   H = -sum_v p(v) log p(v)       (the token entropy)
+    maxprob   max_v p(v)                     (a confidence of the distribution)
 A prompt may end inside the thinking span: that is prefilling (the model continues from there).
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ def generate(model, prompts: list[list[int]], pad_id: int, eos_id: int, max_new_
              temperature: float = 0.0, seed: int = 0, banned: list[int] | None = None,
              before_token=None, batch_size: int = 512, top_p: float = 1.0) -> Generation:
     """Continue each prompt until eos or max_new_tokens. temperature 0 is greedy; otherwise nucleus
-    sampling at `top_p` (both papers' official samplers: top-p 0.95).
+    sampling at `top_p` (the smallest token set whose mass reaches it).
     `banned` token ids get logit -inf when sampling (keyword suppression).
     `before_token(rows, last_tokens, gen)` is called before every decoding pass with the row
     indices of the chunk, their last token and the Generation so far (used to set steering)."""

@@ -1,8 +1,7 @@
 """Hooks on the residual stream at the input of one decoder layer: read it, or shift it.
 
 Layer l's input is what `output_hidden_states` reports as hidden_states[l] (0: the embeddings),
-where ReBalance's official code both reads its prototypes and adds its steering vector
-(modeling_qwen2_dynamic_3D.py adds the vector before calling decoder layer l). Steering:
+so `layer` here means what it means there. Steering:
 h <- h + alpha_b * v at the last position of row b, alpha_b set per row before each forward pass
 (0 leaves the row untouched).
 """

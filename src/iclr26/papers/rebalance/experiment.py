@@ -55,6 +55,11 @@ def prepare(job) -> dict:
     return train_base_models(job, examples_for)
 
 
+# The official code reads its prototypes from, and adds its steering vector to, hidden_states[layer]:
+# the input of decoder layer `layer` (modeling_qwen2_dynamic_3D.py), which is what core.lm.hooks hooks.
+# It splits thinking steps at "\n\n+" in the text, as core.lm.formats does.
+
+
 def _load(job, seed: int):
     """(model, format): the pretrained model.source (full) or the seed's base model (tiny)."""
     from iclr26.core.lm import model as M

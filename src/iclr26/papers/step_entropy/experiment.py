@@ -30,6 +30,11 @@ from iclr26.core.io import read_jsonl, write_jsonl
 
 from . import method as R
 
+# Deviation, at full scale only: the official code ends a step only at a token that is exactly
+# "\n\n" (calculate_average_token_entropy_per_sentence), so a step ending in a merged ".\n\n" token
+# joins the next; core.lm.formats splits at every blank line in the text. [SKIP] is written as text,
+# as the official code writes it.
+
 MAIN = "reasoning"          # the dataset of the headline (Stage A + B); others are Stage A ablations
 
 
