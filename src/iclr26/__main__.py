@@ -8,6 +8,7 @@
     python -m iclr26 claims   --inputs results/*/claims.json --out results/claims.md
     python -m iclr26 report   --papers P1 P2 --out results/report.html
     python -m iclr26 config   --paper P --scale tiny        # print the resolved job config
+    python -m iclr26 run      --paper P --scale tiny        # every stage of one paper here, no Snakemake
 
 Any `--override key=value` is a Hydra override of the job config. Errors print one line.
 """
@@ -47,8 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--papers", nargs="+", required=True)
     report.add_argument("--results", default="results")
     report.add_argument("--out", required=True)
-    show = sub.add_parser("config")
+    show = sub.add_parser("config", help="print the resolved job config of a paper")
     job_args(show)
+    run = sub.add_parser("run", help="run every stage of one paper in this process (no Snakemake), "
+                                     "resuming finished stages, then tabulate into results/<paper>")
+    job_args(run)
     return parser
 
 
@@ -76,6 +80,12 @@ def main(argv=None) -> int:
             from iclr26.core.report import write_report
 
             write_report(args.papers, args.results, args.out)
+        elif args.command == "run":
+            from iclr26.core.job import run_paper
+            from iclr26.core.tabulate import tabulate_paper
+
+            evals = run_paper(args.paper, args.scale, args.override, seeds)
+            tabulate_paper(args.paper, args.scale, args.override, seeds, evals, f"results/{args.paper}")
         elif args.command == "config":
             import yaml
 

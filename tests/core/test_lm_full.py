@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from iclr26.core.acquire import sha256_of
+from iclr26.core.io import sha256_file
 from iclr26.core.errors import ConfigError, DataError
 from iclr26.core.lm import generate as G
 from iclr26.core.lm import model as M
@@ -97,14 +97,14 @@ def test_benchmark_files_from_a_dataset_directory_and_a_checksummed_url(hub_data
     info = fetch_splits(splits, tmp_path / "a")
     test = [json.loads(line) for line in (tmp_path / "a" / "test.jsonl").read_text().splitlines()]
     assert len(test) == 9 and test[0]["problem"] == "What is 0 + 0?" and test[0]["answer"] == "0"
-    assert test[0]["level"] == 1 and info["test"]["sha256"] == sha256_of(hub_dataset_dir / "test.jsonl")
+    assert test[0]["level"] == 1 and info["test"]["sha256"] == sha256_file(hub_dataset_dir / "test.jsonl")
     assert info["train"]["rows"] == 5
     assert fetch_splits(splits, tmp_path / "b") == info   # the seeded subset is the same subset
 
     root, base = static_server
     (root / "aime.jsonl").write_bytes((hub_dataset_dir / "test.jsonl").read_bytes())
     url = f"{base}/aime.jsonl"
-    got = fetch_splits({"test": {"url": url, "sha256": sha256_of(hub_dataset_dir / "test.jsonl")}}, tmp_path / "c")
+    got = fetch_splits({"test": {"url": url, "sha256": sha256_file(hub_dataset_dir / "test.jsonl")}}, tmp_path / "c")
     assert got["test"]["rows"] == 9
     with pytest.raises(DataError, match="sha256 mismatch"):
         fetch_splits({"test": {"url": url, "sha256": "0" * 64}}, tmp_path / "d")

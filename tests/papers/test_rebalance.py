@@ -125,7 +125,7 @@ def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, h
 
     import pandas as pd
 
-    from iclr26.core.acquire import sha256_of
+    from iclr26.core.io import sha256_file
     from iclr26.core.io import read_json
     from iclr26.core.job import load_records, run_paper
 
@@ -134,7 +134,7 @@ def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, h
     overrides = ["device=cpu", "threads=1", f"model.source={hub_model_dir}", "model.dtype=float32",
                  "model.attn_implementation=eager", "method.layer=0", "eval.max_new_tokens=40",
                  f"data.math.splits.test.url={base}/test.jsonl",
-                 f"data.math.splits.test.sha256={sha256_of(hub_dataset_dir / 'test.jsonl')}",
+                 f"data.math.splits.test.sha256={sha256_file(hub_dataset_dir / 'test.jsonl')}",
                  f"data.math.splits.calibration.hub_id={hub_dataset_dir}", "data.math.splits.calibration.file=test.jsonl",
                  "data.math.splits.calibration.limit=8"]
     records = pd.DataFrame(load_records(run_paper("rebalance", "full", overrides, seeds=[0])))

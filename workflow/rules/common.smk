@@ -17,6 +17,7 @@ from iclr26.core.config import (  # noqa: E402
     ConfigError,
     compose_job_config,
     config_digest,
+    results_config,
     seed_blocks,
     split_overrides,
     validate_workflow_config,
@@ -33,7 +34,6 @@ SCALE = config["scale"]
 PAPERS = config["papers"]
 PAPER_DECL = all_papers()
 TABLE_FILES = ["table.md", "table.csv", "table.tex", "claims.json"]
-PRESENTATION_KEYS = ("table", "claims", "reported", "resources")
 
 
 def overrides(paper):
@@ -72,20 +72,13 @@ def blocks(paper):
 
 
 @functools.cache
-def source_digest(paper):
-    """A hash of the paper's own code: editing its method reruns its jobs (as DVC would)."""
-    folder = Path(SRC) / "iclr26" / "papers" / paper
-    return config_digest({str(f.relative_to(folder)): f.read_text() for f in sorted(folder.rglob("*.py"))})
-
-
-@functools.cache
 def digest(paper, stage):
     """Params that make Snakemake rerun a job when the config it reads or the paper's code changes.
     (Changes to shared code under src/iclr26/core rerun nothing by themselves: use --forcerun.)"""
     cfg = job_config(paper)
     if stage in ("acquire", "prepare"):
-        return config_digest({"data": cfg.get("data"), "scale": SCALE, "code": source_digest(paper)})
-    return config_digest({"code": source_digest(paper), **{k: v for k, v in cfg.items() if k not in PRESENTATION_KEYS}})
+        return config_digest({"data": cfg.get("data"), "scale": SCALE, "code": PAPER_DECL[paper].source_digest()})
+    return config_digest({"code": PAPER_DECL[paper].source_digest(), **results_config(cfg)})
 
 
 def cli_args(paper):
@@ -124,10 +117,9 @@ def stage_resources(stage):
 def source_of(paper, dataset):
     """Where a dataset (and the paper's pretrained model, if any) comes from, for the job log."""
     cfg = job_config(paper)
-    data = cfg.get("data") or {}
-    spec = data.get(dataset) or (data.get("datasets") or {}).get(dataset) or {}
-    parts = [spec] if not isinstance(spec, dict) or "splits" not in spec else spec["splits"].values()
-    where = "; ".join(next((f"{k}={part[k]}" for k in ("url", "hub_id", "source", "env_id")
+    spec = cfg["data"][dataset] or {}
+    parts = spec["splits"].values() if isinstance(spec, dict) and "splits" in spec else [spec]
+    where = "; ".join(next((f"{k}={part[k]}" for k in ("url", "hub_id", "source")
                             if isinstance(part, dict) and part.get(k)), "generated from config") for part in parts)
     model = (cfg.get("model") or {}).get("source")
     return where + (f"; model {model}" if model else "")

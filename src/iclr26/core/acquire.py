@@ -6,7 +6,6 @@ exercise it offline: against a loopback HTTP server and a directory written by s
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 import urllib.error
@@ -14,16 +13,9 @@ import urllib.request
 from pathlib import Path
 
 from .errors import DataError
+from .io import sha256_file
 
 CHUNK = 1 << 20
-
-
-def sha256_of(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def download(
@@ -42,7 +34,7 @@ def download(
     deletes the partial file and raises DataError naming the URL and both digests.
     """
     dest = Path(dest)
-    if dest.exists() and (sha256 is None or sha256_of(dest) == sha256):
+    if dest.exists() and (sha256 is None or sha256_file(dest) == sha256):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
@@ -60,7 +52,7 @@ def download(
     else:
         raise DataError(f"download {url}: failed after {retries + 1} attempts ({last_error})")
     if sha256 is not None:
-        got = sha256_of(part)
+        got = sha256_file(part)
         if got != sha256:
             part.unlink(missing_ok=True)
             raise DataError(f"download {url}: sha256 mismatch (expected {sha256}, got {got})")

@@ -11,14 +11,19 @@ import signal
 from pathlib import Path
 from typing import Any, Callable
 
+from . import faults
 from .io import atomic_path
 
 
 class Checkpointer:
-    def __init__(self, directory: str | Path, every: int = 0, writer: bool = True):
+    """`config_digest` ties a checkpoint to the config and code that made it: a checkpoint made
+    under another digest is not resumed from (the job starts fresh and says so)."""
+
+    def __init__(self, directory: str | Path, every: int = 0, writer: bool = True, config_digest: str = ""):
         self.path = Path(directory) / "checkpoint.pt"
         self.every = int(every)
         self.writer = writer  # with several processes only the main one writes
+        self.config_digest = config_digest
         self._stop_requested = False
         self._previous_handler = None
 
@@ -29,10 +34,14 @@ class Checkpointer:
         if not self.path.exists():
             return None
         try:
-            return torch.load(self.path, map_location="cpu", weights_only=False)
+            saved = torch.load(self.path, map_location="cpu", weights_only=False)
         except Exception as err:  # a corrupt checkpoint must not kill the run: start over, say so
             print(f"[checkpoint] ignoring unreadable {self.path}: {err}", flush=True)
             return None
+        if not isinstance(saved, dict) or saved.get("config_digest") != self.config_digest:
+            print(f"[checkpoint] {self.path} was made with another config or code: starting fresh", flush=True)
+            return None
+        return saved["state"]
 
     def save(self, state: dict[str, Any]) -> None:
         import torch
@@ -40,7 +49,8 @@ class Checkpointer:
         if not self.writer:
             return
         with atomic_path(self.path) as tmp:
-            torch.save(state, tmp)
+            torch.save({"config_digest": self.config_digest, "state": state}, tmp)
+        faults.reached("checkpoint")
 
     def maybe_save(self, step: int, state_fn: Callable[[], dict], stop: bool | None = None) -> bool:
         """Save when `step` is on the schedule or a stop was requested; True if the loop must stop.

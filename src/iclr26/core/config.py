@@ -106,10 +106,24 @@ def compose_job_config(slug: str, scale: str, overrides: Sequence[str] = (), see
 
     `seeds` (from the workflow config) replaces the paper's own seed list when given.
     """
+    from .contract import check_job_config
+    from .paper import get_paper
+
+    paper = get_paper(slug)
     extra = tuple(overrides)
     if seeds:
         extra += (f"seeds=[{','.join(str(int(s)) for s in seeds)}]",)
-    return yaml.safe_load(_compose(slug, scale, extra))
+    cfg = yaml.safe_load(_compose(slug, scale, extra))
+    check_job_config(paper, cfg)
+    return cfg
+
+
+PRESENTATION_KEYS = ("table", "claims", "reported", "resources", "deviations")
+
+
+def results_config(cfg: dict) -> dict:
+    """The part of a job config that the numbers depend on (not how they are shown or scheduled)."""
+    return {k: v for k, v in cfg.items() if k not in PRESENTATION_KEYS}
 
 
 def config_digest(cfg: Any) -> str:

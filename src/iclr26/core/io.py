@@ -7,6 +7,7 @@ half-written output that a restart would mistake for a finished one.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -92,3 +93,30 @@ def write_jsonl(path: str | os.PathLike, rows) -> Path:
 
 def read_jsonl(path: str | os.PathLike) -> list:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """The sha256 hex digest of a file, read in 1 MiB chunks (the one hashing helper of the project)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def save_arrays(path: str | os.PathLike, **arrays) -> Path:
+    """Write named numpy arrays to one .npz file, atomically."""
+    import numpy as np
+
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:  # a handle: np.savez would append .npz to a bare name
+            np.savez(handle, **arrays)
+    return Path(path)
+
+
+def load_arrays(path: str | os.PathLike) -> dict:
+    """Every array of an .npz file, loaded into memory (no pickled objects)."""
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as handle:
+        return {name: handle[name] for name in handle.files}

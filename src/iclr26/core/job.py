@@ -10,22 +10,23 @@ file last and atomically, so its presence means the stage finished.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import yaml
 
+from . import faults
 from .checkpoint import Checkpointer
-from .config import ConfigError, compose_job_config, parse_seed_block
+from .config import ConfigError, compose_job_config, config_digest, parse_seed_block, results_config
 from .distributed import is_main_process, rank, world_size
-from .io import atomic_write, read_json, write_json
+from .io import atomic_write, read_json, sha256_file, write_json
 from .paper import Paper, get_paper
 from .provenance import provenance
+from .runtime import configure_torch_on_import
 
 
 def data_dir(scale: str, slug: str, kind: str, dataset: str) -> Path:
@@ -57,9 +58,38 @@ class Job:
     def prepared_dir(self, dataset: str | None = None) -> Path:
         return data_dir(self.scale, self.paper.slug, "prepared", dataset or self.dataset)
 
+    @property
+    def config_digest(self) -> str:
+        """What this job's results depend on: its config (less presentation) and the paper's code.
+        Saved work (units, checkpoints) made under another digest is never reused."""
+        return config_digest({"config": results_config(self.cfg), "code": self.paper.source_digest()})
+
+    def units(self, keys: Iterable[str], work: Callable[[str], dict], folder: str = "units") -> dict[str, dict]:
+        """Run `work(key)` for every unit of work not finished yet; return {key: result} in order.
+
+        Each result (a small JSON-able dict) is saved atomically as <out_dir>/<folder>/<key>.json as
+        soon as it is done, so a killed job restarts at the first unfinished unit. Work saves its own
+        large outputs (arrays, weights) before it returns. A result saved under another config or
+        code is redone, and the log says so."""
+        results = {}
+        for key in keys:
+            path = self.out_dir / folder / f"{key}.json"
+            if path.exists():
+                saved = read_json(path)
+                if saved.get("config_digest") == self.config_digest:
+                    results[key] = saved["result"]
+                    continue
+                self.log(f"{key}: the saved result was made with another config or code; redoing it")
+            results[key] = work(key)
+            if self.is_main:
+                write_json(path, {"config_digest": self.config_digest, "result": results[key]})
+            faults.reached("unit")
+        return results
+
     def checkpointer(self, every: int | None = None) -> Checkpointer:
         every = self.cfg.get("train", {}).get("checkpoint_every", 0) if every is None else every
-        return Checkpointer(self.out_dir, every, writer=is_main_process()).handle_sigterm()
+        return Checkpointer(self.out_dir, every, writer=is_main_process(),
+                            config_digest=self.config_digest).handle_sigterm()
 
     @property
     def is_main(self) -> bool:
@@ -79,19 +109,11 @@ class Job:
 
 
 # ----------------------------------------------------------------------------- runner
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def file_manifest(directory: Path) -> dict[str, dict]:
     files = {}
     for path in sorted(directory.rglob("*")):
         if path.is_file() and path.name != "manifest.json" and not path.name.startswith("."):
-            files[str(path.relative_to(directory))] = {"sha256": _sha256(path), "bytes": path.stat().st_size}
+            files[str(path.relative_to(directory))] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
     return files
 
 
@@ -128,8 +150,9 @@ def run_stage(
     seeds = parse_seed_block(seed_block) if seed_block else []
     job = Job(paper=paper, cfg=cfg, stage=stage, out_dir=out_dir, dataset=dataset, method=method, seeds=seeds)
     _limit_threads(threads)
-    stage_fn = paper.stage(stage)  # imports the paper's stage module (and torch, if it uses it)
-    _configure_torch(threads)
+    configure_torch_on_import(threads)  # now, or when the stage first imports torch
+    faults.enter_stage(stage)
+    stage_fn = paper.stage(stage)
     if job.is_main:
         _save_config(job)
     started = time.time()
@@ -154,14 +177,6 @@ def _limit_threads(threads: int) -> None:
         os.environ[var] = str(threads)
 
 
-def _configure_torch(threads: int) -> None:
-    if "torch" in sys.modules:  # never import torch for a stage that does not use it (2 s)
-        import torch
-
-        torch.set_num_threads(threads)
-        torch.set_flush_denormal(True)  # denormals slow small-std inits 10x on CPU
-
-
 def load_records(eval_files) -> list[dict[str, Any]]:
     """The per-seed records of several eval.json files, each tagged with its method."""
     records = []
@@ -176,18 +191,25 @@ def load_records(eval_files) -> list[dict[str, Any]]:
 def run_paper(slug: str, scale: str, overrides=(), seeds=None, methods=None) -> list[Path]:
     """Run every stage of one paper in this process, without Snakemake (tests, notebooks).
 
-    Returns the eval.json paths. Same files, same layout as the workflow produces.
+    Like a Snakemake rerun, a stage whose completion file exists is not run again, so calling it
+    after an interrupted run resumes it. Returns the eval.json paths; same files, same layout as
+    the workflow produces.
     """
     from .config import seed_blocks
 
     paper = get_paper(slug)
     cfg = compose_job_config(slug, scale, tuple(overrides), seeds)
+
+    def once(stage, done: Path, **where) -> Path:
+        return done if done.exists() else run_stage(stage, slug, scale, overrides, seeds, **where)
+
     for dataset in paper.datasets:
-        for stage in ("acquire", "prepare"):
-            run_stage(stage, slug, scale, overrides, seeds, dataset=dataset)
+        once("acquire", data_dir(scale, slug, "raw", dataset) / "manifest.json", dataset=dataset)
+        once("prepare", data_dir(scale, slug, "prepared", dataset) / "manifest.json", dataset=dataset)
     evals = []
     for method in methods or paper.methods:
         for block in seed_blocks(cfg["seeds"], cfg.get("seed_batch", 1)):
-            run_stage("train", slug, scale, overrides, seeds, method=method, seed_block=block)
-            evals.append(run_stage("evaluate", slug, scale, overrides, seeds, method=method, seed_block=block))
+            folder = run_dir(scale, slug, method, block)
+            once("train", folder / "metrics.json", method=method, seed_block=block)
+            evals.append(once("evaluate", folder / "eval.json", method=method, seed_block=block))
     return evals

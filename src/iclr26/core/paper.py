@@ -2,14 +2,16 @@
 
 A paper folder's `__init__.py` holds one `PAPER = Paper(...)`. It must stay cheap to import:
 Snakemake imports every declaration when it builds the DAG, so the heavy stage code lives in
-the module named by `stages` and is imported only inside a job.
+the module named by `stage_module` and is imported only inside a job.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 
 from .errors import ConfigError
@@ -22,8 +24,9 @@ class Paper:
     slug: str
     title: str
     methods: tuple[str, ...]          # the rows of the paper's table, in order
-    datasets: tuple[str, ...]         # one acquire + prepare job each
-    stages: str                       # module with acquire/prepare/train/evaluate (+ figures)
+    datasets: tuple[str, ...]         # one acquire + prepare job each; the keys of the config's `data`
+    metrics: tuple[str, ...]          # what its records carry: every table column and claim uses one
+    stage_module: str                 # module with acquire/prepare/train/evaluate (+ figures)
     arxiv: str | None = None
     openreview: str | None = None
     code: str | None = None           # official repository, where one exists
@@ -31,13 +34,29 @@ class Paper:
     data_parallel: bool = False       # train() uses core.distributed: may run as several processes
 
     def module(self) -> ModuleType:
-        return importlib.import_module(self.stages)
+        return importlib.import_module(self.stage_module)
 
     def stage(self, name: str):
         module = self.module()
         if not hasattr(module, name):
-            raise AttributeError(f"paper {self.slug}: stage module {self.stages} has no {name}()")
+            raise AttributeError(f"paper {self.slug}: stage module {self.stage_module} has no {name}()")
         return getattr(module, name)
+
+    @property
+    def folder(self) -> Path:
+        return Path(__file__).resolve().parents[1] / "papers" / self.slug
+
+    def source_digest(self) -> str:
+        """A hash of the paper's own code: a job's results depend on it (editing it reruns them)."""
+        return _source_digest(self.slug, str(self.folder))
+
+
+@functools.lru_cache(maxsize=None)
+def _source_digest(slug: str, folder: str) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(Path(folder).rglob("*.py")):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=1)

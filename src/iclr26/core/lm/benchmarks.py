@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..acquire import download, sha256_of
+from ..acquire import download
+from ..io import sha256_file
 from ..errors import DataError
 from ..io import write_jsonl
 
@@ -29,7 +30,7 @@ def fetch_splits(splits: dict, out_dir) -> dict:
     info = {}
     for split, spec in splits.items():
         path = locate(spec, out_dir / "files" / split)
-        digest = sha256_of(path)
+        digest = sha256_file(path)
         if spec.get("sha256") and digest != spec["sha256"]:
             raise DataError(f"{split}: {path.name} has sha256 {digest}, the config pins {spec['sha256']}")
         rows = select(read_rows(path, spec.get("fields") or {}), spec.get("limit"), spec.get("sample_seed", 0))

@@ -7,5 +7,6 @@ PAPER = Paper(
     arxiv="2603.12372", openreview="cJseWJJ5IM", code="https://github.com/yu-lin-li/ReBalance",
     methods=("original", "keyword_suppression", "static_steering", "rebalance"),  # table rows, in order
     datasets=("math",),
-    stages="iclr26.papers.rebalance.experiment",
+    metrics=("accuracy", "acc_hard", "thinking_tokens", "len_correct", "len_incorrect", "errors_fixed", "reflections"),
+    stage_module="iclr26.papers.rebalance.experiment",
 )

@@ -18,5 +18,6 @@ PAPER = Paper(
     code="https://github.com/fernando-ml/SCORER",
     methods=("dqn", "dqn_per_layer_lr", "scorer_msbe", "scorer"),
     datasets=("cartpole", "cartpole_distractor", "acrobot"),
-    stages="iclr26.papers.scorer.experiment",
+    metrics=("final_return", "auc"),
+    stage_module="iclr26.papers.scorer.experiment",
 )
