@@ -17,8 +17,8 @@ include: "workflow/rules/results.smk"
 
 
 rule all:
+    default_target: True
     input:
         expand("results/{paper}/{name}", paper=PAPERS, name=TABLE_FILES),
         "results/claims.md",
         "results/report.html",
-    default_target: True

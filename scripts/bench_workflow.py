@@ -2,15 +2,22 @@
 
     .venv/bin/python scripts/bench_workflow.py [--scale tiny] [--papers p1 p2] [--cores 2]
 
-Measures the wall time of `snakemake --cores N all` from nothing, of the no-op rerun right after,
-and each job's own wall time (from its provenance), and prints one JSON object. Run it on an
-otherwise idle machine: it times, it does not assert.
+Measures the wall time of `snakemake --cores N all` from nothing and of the no-op rerun right
+after, and per paper:
+  - stage_s: seconds inside the stage functions (each job's provenance `wall_seconds`);
+  - job_s:   seconds of the jobs as Snakemake measured them (the rules' `benchmark:` files):
+             interpreter start, imports, config composition, the stage, writing its outputs;
+  - overhead_s and overhead_share: job_s - stage_s, the cost of a job outside the paper's code;
+and the fixed cost of one job (a stage that does nothing: `python -m iclr26 config`, median of 5).
+Prints one JSON object. Run it on an otherwise idle machine: it times, it does not assert.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -19,6 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
 
 
 def copy_tree(dest: Path) -> None:
@@ -49,17 +57,49 @@ def main() -> None:
                f"scale={args.scale}"] + ([f"papers=[{','.join(args.papers)}]"] if args.papers else [])
         first = timed(cmd, work)
         noop = timed(cmd, work)
-        per_paper = defaultdict(lambda: defaultdict(float))
-        for done in [*work.glob("runs/*/*/*/*/metrics.json"), *work.glob("runs/*/*/*/*/eval.json")]:
-            meta = json.loads(done.read_text()).get("provenance", {})
-            if "wall_seconds" in meta:
-                per_paper[meta["paper"]][meta["stage"]] += meta["wall_seconds"]
-        for done in work.glob("data/*/*/*/*/manifest.json"):
-            meta = json.loads(done.read_text())["provenance"]
-            per_paper[meta["paper"]][meta["stage"]] += meta["wall_seconds"]
+        stage_s, job_s = stage_seconds(work), job_seconds(work)
+        fixed = fixed_cost(work, args.scale)
+    papers = {}
+    for paper in sorted(stage_s):
+        inside, total = sum(stage_s[paper].values()), sum(job_s[paper].values())
+        papers[paper] = {"stage_s": {k: round(v, 1) for k, v in stage_s[paper].items()},
+                         "stage_total_s": round(inside, 1), "job_total_s": round(total, 1),
+                         "overhead_s": round(total - inside, 1),
+                         "overhead_share": round((total - inside) / total, 3) if total else None}
+    stage_total = round(sum(p["stage_total_s"] for p in papers.values()), 1)
     print(json.dumps({"command": " ".join(cmd[1:]), "first_run_s": first, "noop_rerun_s": noop,
-                      "stage_seconds_in_jobs": {p: {k: round(v, 1) for k, v in s.items()}
-                                                for p, s in sorted(per_paper.items())}}, indent=2))
+                      "job_fixed_cost_s": fixed, "stage_total_s": stage_total, "papers": papers}, indent=2))
+
+
+def stage_seconds(work: Path) -> dict:
+    """Seconds inside the stage functions, per paper and stage (from every job's provenance)."""
+    per_paper = defaultdict(lambda: defaultdict(float))
+    done_files = [*work.glob("runs/*/*/*/*/metrics.json"), *work.glob("runs/*/*/*/*/eval.json"),
+                  *work.glob("data/*/*/*/*/manifest.json")]
+    for done in done_files:
+        meta = json.loads(done.read_text()).get("provenance", {})
+        if "wall_seconds" in meta:
+            per_paper[meta["paper"]][meta["stage"]] += meta["wall_seconds"]
+    return per_paper
+
+
+def job_seconds(work: Path) -> dict:
+    """Wall seconds of every job as Snakemake measured it: benchmarks/<scale>/<paper>/<stage>/*.tsv."""
+    per_paper = defaultdict(lambda: defaultdict(float))
+    for tsv in work.glob("benchmarks/*/*/*/*.tsv"):
+        paper, stage = tsv.parts[-3], tsv.parts[-2]
+        with open(tsv) as handle:
+            per_paper[paper][stage] += float(next(csv.DictReader(handle, delimiter="\t"))["s"])
+    return per_paper
+
+
+def fixed_cost(work: Path, scale: str) -> float:
+    """A job that does no stage work: start the interpreter, import the runner, compose a config."""
+    from iclr26.core.paper import all_papers
+
+    paper = sorted(all_papers())[0]
+    cmd = [sys.executable, "-m", "iclr26", "config", "--paper", paper, "--scale", scale]
+    return statistics.median(timed(cmd, work) for _ in range(5))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _project_files():
+def project_files():
+    """The project's files: tracked and new, not ignored (no data/, runs/, results/, .venv)."""
     import subprocess
 
     out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
@@ -24,15 +25,15 @@ def _project_files():
     return [f for f in out.split("\0") if f and (REPO / f).is_file()]
 
 
-@pytest.fixture
-def checkout(tmp_path):
+def copy_checkout(parent: Path) -> Path:
     """A fresh clone of the working tree (tracked + new files, no data/runs/results), as its own
-    git repo, so workflow tests never touch the real results."""
+    git repo, so workflow tests never touch the real results nor read a developer's edits of
+    untracked outputs."""
     import shutil
     import subprocess
 
-    dest = tmp_path / "repo"
-    for rel in _project_files():
+    dest = parent / "repo"
+    for rel in project_files():
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, target)
@@ -41,6 +42,11 @@ def checkout(tmp_path):
     subprocess.run([*git, "add", "-A"], cwd=dest, check=True)
     subprocess.run([*git, "commit", "-qm", "snapshot"], cwd=dest, check=True)
     return dest
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    return copy_checkout(tmp_path)
 
 
 def venv_env():

@@ -68,7 +68,9 @@ def test_download_resumes_after_a_dropped_connection(server, tmp_path):
 
 def test_existing_verified_file_needs_no_network(tmp_path):
     (tmp_path / "data.bin").write_bytes(PAYLOAD)
-    download("http://127.0.0.1:9/never", tmp_path / "data.bin", SHA)
+    before = (tmp_path / "data.bin").stat().st_mtime_ns
+    path = download("http://127.0.0.1:9/never", tmp_path / "data.bin", SHA)  # port 9: nothing listens
+    assert path == tmp_path / "data.bin" and path.stat().st_mtime_ns == before and path.read_bytes() == PAYLOAD
 
 
 def test_checksum_mismatch_is_one_clear_error(server, tmp_path):

@@ -1,12 +1,12 @@
-"""diffusion_convergence: closed forms, exact law propagation, and a smoke run of every stage."""
-import json
+"""diffusion_convergence: closed forms, exact law propagation, the sweep design and the records
+built from the laws (the stages themselves are covered by tests/test_contract.py)."""
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from iclr26.papers.diffusion_convergence import analysis, samplers, transport
+from iclr26.core.config import compose_job_config
+from iclr26.papers.diffusion_convergence import analysis, samplers, sweeps, transport
 from iclr26.papers.diffusion_convergence.targets import Mixture, sigma2, triangle_spec
 
 SLUG = "diffusion_convergence"
@@ -130,7 +130,8 @@ def test_non_monotone_step_raises():
     times = samplers.time_grid(4.0, 0.01, 0.8)
     with pytest.raises(transport.NonMonotone):
         transport.propagate(target, samplers.steps("ei_sde", times), times, grid)
-    transport.propagate(target, samplers.steps("ei_ode", times), times, grid)  # the ODE map stays monotone
+    log_q, residual = transport.propagate(target, samplers.steps("ei_ode", times), times, grid)  # stays monotone
+    assert np.isfinite(log_q).all() and residual < 1e-6
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -154,82 +155,84 @@ def test_girsanov_term_is_seeded_and_decays():
     assert values[(0, 0.2)] < values[(0, 0.4)]
 
 
-# ----------------------------------------------------------------------------- the pipeline
-def _records(evals):
-    from iclr26.core.job import load_records
+def test_girsanov_path_term_bounds_the_marginal_kl():
+    """KL of the path laws >= KL of their marginals at t = delta (data processing): the Monte-Carlo
+    path term of EI-SDE must exceed the exactly propagated KL(p_delta || q_N)."""
+    target = Mixture.from_spec(ATOMS_1D)
+    grid = transport.Grid(-7.0, 7.0, 2048)
+    for kappa in (0.4, 0.2):
+        times = samplers.time_grid(4.0, 0.01, kappa)
+        log_q, _ = transport.propagate(target, samplers.steps("ei_sde", times), times, grid)
+        marginal = transport.kl(target.log_p(times[-1], grid.points()), log_q, grid)
+        path, se = analysis.girsanov_term(target, times, 300, 2, np.random.default_rng(0))
+        assert path - 4 * se > marginal > 1e-3
 
-    return load_records(evals)
 
-
-def test_smoke_pipeline_is_complete_finite_and_deterministic(workdir, monkeypatch):
-    from iclr26.core.job import run_paper
-
-    records = _records(run_paper(SLUG, "smoke"))
-    by = lambda **kw: [r for r in records if all(r.get(k) == v for k, v in kw.items())]  # noqa: E731
+# ----------------------------------------------------------------------------- the sweep design
+def test_law_keys_name_each_law_once_and_sweeps_share_laws():
+    cfg = compose_job_config("diffusion_convergence", "tiny")
     for method in samplers.SCHEMES:
-        rate = by(method=method, sweep="rate")
-        assert len(rate) == 3 and all(r["status"] == "ok" for r in rate)
-        for r in rate + by(method=method, sweep="delta") + by(method=method, sweep="rate_2d"):
-            for key in ("kl_fwd", "kl_fwd_lo", "kl_fwd_hi", "kl_rev", "N"):
-                assert math.isfinite(r[key]), (method, key, r)
-            assert 0 < r["kl_fwd_lo"] <= r["kl_fwd"] <= r["kl_fwd_hi"]
-        for sweep in ("rate_fit", "rate_2d_fit"):
-            (fit,) = by(method=method, sweep=sweep)
-            for key in ("slope", "slope_lo", "slope_hi", "eps_exponent", "eps_exponent_lo", "eps_exponent_hi"):
-                assert math.isfinite(fit[key]), (method, sweep, key)
-            assert fit["slope_lo"] <= fit["slope"] <= fit["slope_hi"] < 0
-        (d_fit,) = by(method=method, sweep="d_fit")
-        assert math.isfinite(d_fit["d_exponent"])
-    assert {r["c"] for r in by(method="ei_ode_noise", sweep="c")} == {0.0, 0.5}
-    # EI-ODE + noising with c = 0 is EI-ODE: two independent propagations must agree
-    (c0,) = by(method="ei_ode_noise", sweep="c", c=0.0)
-    (ode,) = by(method="ei_ode", sweep="rate", kappa=c0["kappa"])
-    assert c0["kl_fwd"] == pytest.approx(ode["kl_fwd"], rel=1e-9)
-    # Girsanov: one record per seed and step size, only for EI-SDE; it upper-bounds the marginal KL
-    girsanov = by(sweep="girsanov")
-    assert {r["method"] for r in girsanov} == {"ei_sde"} and {r["seed"] for r in girsanov} == {0, 1}
-    for g in girsanov:
-        (true,) = by(method="ei_sde", sweep="rate", kappa=g["kappa"])
-        assert g["N"] == true["N"] and g["girsanov"] > true["kl_fwd"]
-    assert len(by(sweep="girsanov_fit")) == 1
-
-    from iclr26.core.config import compose_job_config
-    from iclr26.papers.diffusion_convergence.experiment import figures
-    import pandas as pd
-
-    paths = figures(compose_job_config(SLUG, "smoke"), pd.DataFrame(records), workdir / "figures")
-    assert {p.name for p in paths} >= {"kl_vs_n.png", "delta_sweep.png", "c_sweep.png", "girsanov.png"}
-    assert all(p.stat().st_size > 0 for p in paths)
-
-    second = workdir / "again"
-    second.mkdir()
-    monkeypatch.chdir(second)
-    assert _records(run_paper(SLUG, "smoke")) == records
+        points = sweeps.sweep_points(cfg, method)
+        laws = {}
+        for point in points:
+            for n in sweeps.grid_sizes(cfg, point["dataset"]):
+                setting = tuple(point[k] for k in ("dataset", "T", "kappa", "delta", "c")) + (n,)
+                laws.setdefault(sweeps.law_key(method, point, n), set()).add(setting)
+        assert all(len(settings) == 1 for settings in laws.values()), method  # one law per key
+        assert len(laws) < 2 * len(points)  # the delta, c and d sweeps share the point T=8, kappa=0.1, delta=1e-3
+    noisy = sweeps.sweep_points(cfg, "ei_ode_noise")
+    assert {p["c"] for p in noisy if p["sweep"] == "c"} == {0.0, 0.25, 0.5, 1.0, 2.0}
+    assert all(p["c"] is None for p in sweeps.sweep_points(cfg, "ei_sde"))
+    assert sweeps.grid_sizes(cfg, "atoms_1d") == [8192, 4096]
+    assert sweeps.deltas_used(cfg, "atoms_1d") == [0.01, 0.001, 0.0001]
 
 
-def test_non_monotone_point_is_skipped_and_recorded(workdir):
-    from iclr26.core.job import run_paper
+def test_non_monotone_point_is_skipped_and_left_out_of_the_fit():
+    cfg = compose_job_config("diffusion_convergence", "smoke")
+    target = Mixture.from_spec(ATOMS_1D)
+    point = {"sweep": "rate", "dataset": "atoms_1d", "T": 4.0, "kappa": 0.8, "delta": 0.01, "c": None}
+    messages = []
+    log_q, summary = sweeps.propagate_law(cfg, target, "ei_sde", point, 512, messages.append)
+    assert log_q is None and summary["status"] == "skipped_nonmonotone" and "WARNING" in messages[0]
 
-    records = _records(run_paper(SLUG, "smoke", overrides=["train.sweeps.rate.kappas=[0.8,0.4,0.3,0.2]"],
-                                 methods=["ei_sde"]))
-    (skipped,) = [r for r in records if r["sweep"] == "rate" and r["kappa"] == 0.8]
-    assert skipped["status"] == "skipped_nonmonotone" and skipped["kl_fwd"] is None
-    (fit,) = [r for r in records if r["sweep"] == "rate_fit"]
+    rows = [{"sweep": "rate", "dataset": "atoms_1d", "delta": 0.01, "N": n, "status": "ok",
+             "kl_fwd": 3.0 * n**-2.0, "kl_fwd_coarse": 3.1 * n**-2.0, "kl_rev": 2.0 * n**-2.0,
+             "kl_rev_coarse": 2.1 * n**-2.0} for n in (20, 40, 80)]
+    rows.append({**rows[0], "N": 10, "status": "skipped_nonmonotone", "kl_fwd": float("nan")})
+    fit = analysis.rate_fit(rows, "rate", seed=0)
     assert fit["skipped_points"] == 1 and fit["n_points"] == 3
-    points = json.loads(Path("runs/smoke/diffusion_convergence/ei_sde/s0-1/points.json").read_text())
-    assert any(p["status"] == "skipped_nonmonotone" for p in points)
+    assert fit["slope"] == pytest.approx(-2.0) and fit["eps_exponent"] == pytest.approx(1.0)
 
 
-def test_train_resumes_from_finished_points(workdir):
-    from iclr26.core.job import run_stage
+# ----------------------------------------------------------------------------- records from laws
+def _point(n, key, status="ok", kappa=0.2):
+    return {"sweep": "rate", "dataset": "atoms_1d", "T": 4.0, "kappa": kappa, "delta": 0.01, "c": None,
+            "n": n, "key": key, "N": 30, "status": status, "residual": 0.0}
 
-    for stage in ("acquire", "prepare"):
-        for dataset in ("atoms_1d", "triangle_2d"):
-            run_stage(stage, SLUG, "smoke", dataset=dataset)
-    run_stage("train", SLUG, "smoke", method="ei_ode", seed_block="s0-1")
-    laws = sorted(Path("runs/smoke/diffusion_convergence/ei_ode/s0-1/laws").glob("*.npz"))
-    stamps = [p.stat().st_mtime_ns for p in laws]
-    laws[0].unlink()  # as if the job had been killed before this point was written
-    run_stage("train", SLUG, "smoke", method="ei_ode", seed_block="s0-1")
-    assert [p.stat().st_mtime_ns for p in laws[1:]] == stamps[1:]  # finished points were not redone
-    assert laws[0].exists()
+
+def test_kl_rows_take_the_fine_grid_with_the_coarse_difference_as_error_bar():
+    kls = {"fine": (0.10, 0.20), "coarse": (0.13, 0.19), "fine_b": (0.05, 0.06)}
+    points = [_point(2048, "fine"), _point(1024, "coarse"),
+              _point(2048, "fine_b", kappa=0.4), _point(1024, "bad", "skipped_nonmonotone", kappa=0.4)]
+    good, skipped = analysis.kl_rows(points, kls)
+    assert good["grid_n"] == 2048 and "c" not in good
+    assert (good["kl_fwd"], good["kl_fwd_coarse"]) == (0.10, 0.13)
+    assert (good["kl_fwd_lo"], good["kl_fwd_hi"]) == pytest.approx((0.07, 0.13))
+    assert (good["kl_rev_lo"], good["kl_rev_hi"]) == pytest.approx((0.19, 0.21))
+    assert skipped["status"] == "skipped_nonmonotone" and math.isnan(skipped["kl_fwd"])  # skipped on one grid
+
+
+def test_d_sweep_adds_closed_form_gaussian_coordinates():
+    times = samplers.time_grid(4.0, 0.01, 0.3)
+    row = {"sweep": "d", "dataset": "atoms_1d", "T": 4.0, "kappa": 0.3, "delta": 0.01, "N": len(times) - 1,
+           "status": "ok", "kl_fwd": 0.05, "kl_fwd_lo": 0.04, "kl_fwd_hi": 0.06, "kl_fwd_coarse": 0.055,
+           "kl_rev": 0.07}
+    records = analysis.d_sweep([row], "d", [1, 4, 16], "ei_ode", seed=0)
+    gauss_fwd, gauss_rev = samplers.gaussian_coordinate_kl("ei_ode", times)
+    by_d = {r["d"]: r for r in records if r["sweep"] == "d"}
+    assert by_d[1]["kl_fwd"] == row["kl_fwd"] and gauss_fwd > 1e-4
+    assert by_d[16]["kl_fwd"] == pytest.approx(0.05 + 15 * gauss_fwd)
+    assert by_d[16]["kl_rev"] == pytest.approx(0.07 + 15 * gauss_rev)
+    (fit,) = [r for r in records if r["sweep"] == "d_fit"]
+    slope = np.polyfit(np.log([1, 4, 16]), np.log([by_d[d]["kl_fwd"] for d in (1, 4, 16)]), 1)[0]
+    assert fit["d_exponent"] == pytest.approx(slope) and 0 < slope < 1

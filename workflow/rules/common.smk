@@ -18,6 +18,7 @@ from iclr26.core.config import (  # noqa: E402
     compose_job_config,
     config_digest,
     results_config,
+    retry_scaled,
     seed_blocks,
     split_overrides,
     validate_workflow_config,
@@ -100,7 +101,7 @@ def resource(stage, key, grows=False):
         if key == "gpus" and stage not in PAPER_DECL[wildcards.paper].gpu_stages:
             return 0  # a CPU-only stage (numerics, tables) never asks for a GPU
         value = job_config(wildcards.paper)["resources"][stage][key]
-        return value * attempt if grows else value
+        return retry_scaled(value, attempt) if grows else value
 
     return get
 
@@ -119,8 +120,13 @@ def source_of(paper, dataset):
     cfg = job_config(paper)
     spec = cfg["data"][dataset] or {}
     parts = spec["splits"].values() if isinstance(spec, dict) and "splits" in spec else [spec]
-    where = "; ".join(next((f"{k}={part[k]}" for k in ("url", "hub_id", "source")
-                            if isinstance(part, dict) and part.get(k)), "generated from config") for part in parts)
+    where = "; ".join(
+        next(
+            (f"{k}={part[k]}" for k in ("url", "hub_id", "source") if isinstance(part, dict) and part.get(k)),
+            "generated from config",
+        )
+        for part in parts
+    )
     model = (cfg.get("model") or {}).get("source")
     return where + (f"; model {model}" if model else "")
 
@@ -135,9 +141,11 @@ def launcher(wildcards):
     if processes <= 1 or not PAPER_DECL[paper].data_parallel:
         return "python -m"
     port = 20000 + int(config_digest([paper, wildcards.method, wildcards.seeds]), 16) % 20000
-    return (f"accelerate launch --multi_gpu --num_processes {processes} --num_machines 1"
-            f" --main_process_port {port} --mixed_precision {cfg['launch']['mixed_precision']}"
-            " --dynamo_backend no -m")
+    return (
+        f"accelerate launch --multi_gpu --num_processes {processes} --num_machines 1"
+        f" --main_process_port {port} --mixed_precision {cfg['launch']['mixed_precision']}"
+        " --dynamo_backend no -m"
+    )
 
 
 def eval_files(wildcards):

@@ -5,20 +5,22 @@
 rule acquire:
     output:
         "data/{scale}/{paper}/raw/{dataset}/manifest.json",
+    log:
+        "logs/{scale}/{paper}/acquire/{dataset}.log",
+    benchmark:
+        "benchmarks/{scale}/{paper}/acquire/{dataset}.tsv"
+    retries: 2
+    conda:
+        conda_env
+    threads: 1
+    resources:
+        **stage_resources("acquire"),
     params:
         config=lambda w: digest(w.paper, "acquire"),
         args=lambda w: cli_args(w.paper),
         source=lambda w: source_of(w.paper, w.dataset),
     message:
         "acquire {wildcards.paper}/{wildcards.dataset} ({wildcards.scale}): {params.source}"
-    log:
-        "logs/{scale}/{paper}/acquire/{dataset}.log",
-    threads: 1
-    resources:
-        **stage_resources("acquire"),
-    retries: 2
-    conda:
-        conda_env
     shell:
         "python -m iclr26 acquire --paper {wildcards.paper} --scale {wildcards.scale}"
         " --dataset {wildcards.dataset} {params.args} 2>&1 | tee {log}"
@@ -29,16 +31,18 @@ rule prepare:
         rules.acquire.output,
     output:
         "data/{scale}/{paper}/prepared/{dataset}/manifest.json",
-    params:
-        config=lambda w: digest(w.paper, "prepare"),
-        args=lambda w: cli_args(w.paper),
     log:
         "logs/{scale}/{paper}/prepare/{dataset}.log",
+    benchmark:
+        "benchmarks/{scale}/{paper}/prepare/{dataset}.tsv"
+    conda:
+        conda_env
     threads: 1
     resources:
         **stage_resources("prepare"),
-    conda:
-        conda_env
+    params:
+        config=lambda w: digest(w.paper, "prepare"),
+        args=lambda w: cli_args(w.paper),
     shell:
         "python -m iclr26 prepare --paper {wildcards.paper} --scale {wildcards.scale}"
         " --dataset {wildcards.dataset} {params.args} 2>&1 | tee {log}"

@@ -14,17 +14,19 @@ rule train:
         prepared,
     output:
         "runs/{scale}/{paper}/{method}/{seeds}/metrics.json",
+    log:
+        "logs/{scale}/{paper}/train/{method}_{seeds}.log",
+    benchmark:
+        "benchmarks/{scale}/{paper}/train/{method}_{seeds}.tsv"
+    conda:
+        conda_env
+    threads: lambda w: job_config(w.paper)["resources"]["train"]["cpus"]
+    resources:
+        **stage_resources("train"),
     params:
         config=lambda w: digest(w.paper, "train"),
         args=lambda w: cli_args(w.paper),
         launch=launcher,
-    log:
-        "logs/{scale}/{paper}/train/{method}_{seeds}.log",
-    threads: lambda w: job_config(w.paper)["resources"]["train"]["cpus"]
-    resources:
-        **stage_resources("train"),
-    conda:
-        conda_env
     shell:
         "{params.launch} iclr26 train --paper {wildcards.paper} --scale {wildcards.scale}"
         " --method {wildcards.method} --seeds {wildcards.seeds} {params.args} 2>&1 | tee {log}"
@@ -36,16 +38,18 @@ rule evaluate:
         rules.train.output,
     output:
         "runs/{scale}/{paper}/{method}/{seeds}/eval.json",
-    params:
-        config=lambda w: digest(w.paper, "evaluate"),
-        args=lambda w: cli_args(w.paper),
     log:
         "logs/{scale}/{paper}/evaluate/{method}_{seeds}.log",
+    benchmark:
+        "benchmarks/{scale}/{paper}/evaluate/{method}_{seeds}.tsv"
+    conda:
+        conda_env
     threads: lambda w: job_config(w.paper)["resources"]["evaluate"]["cpus"]
     resources:
         **stage_resources("evaluate"),
-    conda:
-        conda_env
+    params:
+        config=lambda w: digest(w.paper, "evaluate"),
+        args=lambda w: cli_args(w.paper),
     shell:
         "python -m iclr26 evaluate --paper {wildcards.paper} --scale {wildcards.scale}"
         " --method {wildcards.method} --seeds {wildcards.seeds} {params.args} 2>&1 | tee {log}"

@@ -9,15 +9,15 @@ rule tabulate:
         "results/{paper}/table.csv",
         "results/{paper}/table.tex",
         "results/{paper}/claims.json",
-    params:
-        config=lambda w: config_digest(job_config(w.paper)),
-        args=lambda w: cli_args(w.paper),
     log:
         "logs/" + SCALE + "/{paper}/tabulate.log",
-    threads: 1
     localrule: True
     conda:
         "../../envs/pipeline.yaml"
+    threads: 1
+    params:
+        config=lambda w: config_digest(job_config(w.paper)),
+        args=lambda w: cli_args(w.paper),
     shell:
         "python -m iclr26 tabulate --paper {wildcards.paper} --scale " + SCALE + " {params.args}"
         " --evals {input} --out results/{wildcards.paper} 2>&1 | tee {log}"
@@ -41,10 +41,10 @@ rule report:
         expand("results/{paper}/table.md", paper=PAPERS),
     output:
         "results/report.html",
-    params:
-        papers=" ".join(PAPERS),
     localrule: True
     conda:
         "../../envs/pipeline.yaml"
+    params:
+        papers=" ".join(PAPERS),
     shell:
         "python -m iclr26 report --papers {params.papers} --out {output}"

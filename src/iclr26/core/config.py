@@ -82,8 +82,39 @@ def split_overrides(overrides: Iterable[str], slug: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- job config (Hydra)
+COMPOSE_CACHE = REPO_ROOT / ".cache" / "compose"
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _compose_key(slug: str, scale: str, overrides: tuple[str, ...]) -> str:
+    """Everything a composition depends on: the config tree's files, the request, Hydra's version."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(json.dumps([slug, scale, list(overrides), version("hydra-core")]).encode())
+    for path in sorted(HYDRA_DIR.rglob("*.yaml")):
+        digest.update(str(path.relative_to(HYDRA_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:24]
+
+
 @functools.lru_cache(maxsize=256)
 def _compose(slug: str, scale: str, overrides: tuple[str, ...]) -> str:
+    """The resolved config as YAML. Hydra takes ~1 s per composition, and every job composes the
+    config Snakemake already composed when it built the DAG: the result is kept on disk under a key
+    of every input file, so a job reuses it and an edited config file never hits a stale entry."""
+    cached = COMPOSE_CACHE / f"{_compose_key(slug, scale, overrides)}.yaml"
+    if cached.exists():
+        return cached.read_text()
+    text = _compose_with_hydra(slug, scale, overrides)
+    try:
+        from .io import atomic_write
+
+        atomic_write(cached, text)
+    except OSError:  # a read-only checkout still works, only slower
+        pass
+    return text
+
+
+def _compose_with_hydra(slug: str, scale: str, overrides: tuple[str, ...]) -> str:
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -113,7 +144,7 @@ def compose_job_config(slug: str, scale: str, overrides: Sequence[str] = (), see
     extra = tuple(overrides)
     if seeds:
         extra += (f"seeds=[{','.join(str(int(s)) for s in seeds)}]",)
-    cfg = yaml.safe_load(_compose(slug, scale, extra))
+    cfg = yaml.load(_compose(slug, scale, extra), Loader=_YAML_LOADER)  # libyaml: 10x faster, same types
     check_job_config(paper, cfg)
     return cfg
 
@@ -129,6 +160,11 @@ def results_config(cfg: dict) -> dict:
 def config_digest(cfg: Any) -> str:
     """A short stable hash of a config, for Snakemake params (a changed config reruns the job)."""
     return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def retry_scaled(value: int, attempt: int) -> int:
+    """Memory and runtime of a retried job: doubled on each attempt (x1, x2, x4, ...)."""
+    return int(value) * 2 ** (int(attempt) - 1)
 
 
 def seed_blocks(seeds: Sequence[int], batch: int) -> list[str]:

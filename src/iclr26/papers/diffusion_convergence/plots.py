@@ -5,17 +5,10 @@ from pathlib import Path
 
 import numpy as np
 
+from iclr26.core.figures import pyplot, save
+
 LABELS = {"ei_sde": "EI-SDE (Benton et al.)", "ei_ode": "EI-ODE (no noise)", "ei_ode_noise": "EI-ODE + noising (paper)"}
 COLORS = {"ei_sde": "tab:blue", "ei_ode": "tab:orange", "ei_ode_noise": "tab:green"}
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _rows(records, **where):
@@ -43,14 +36,11 @@ def _plain_log_ticks(fig) -> None:
 
 def _save(fig, path: Path) -> Path:
     _plain_log_ticks(fig)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    _pyplot().close(fig)
-    return path
+    return save(fig, path)
 
 
 def kl_vs_n(records, out_dir: Path) -> Path | None:
-    plt = _pyplot()
+    plt = pyplot()
     panels = [(s, t) for s, t in (("rate", "1-D Dirac mixture"), ("rate_2d", "2-D triangle (non-product)"))
               if len(_rows(records, sweep=s))]
     if not panels:
@@ -77,7 +67,7 @@ def kl_vs_n(records, out_dir: Path) -> Path | None:
 
 
 def sweep_plot(records, out_dir: Path, sweep: str, x: str, xlabel: str, name: str, logx: bool) -> Path | None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4.2))
     drawn = False
     for method, color in COLORS.items():
@@ -97,7 +87,7 @@ def sweep_plot(records, out_dir: Path, sweep: str, x: str, xlabel: str, name: st
 
 
 def girsanov_plot(records, out_dir: Path) -> Path | None:
-    plt = _pyplot()
+    plt = pyplot()
     pts = _rows(records, sweep="girsanov")
     if pts.empty:
         return None

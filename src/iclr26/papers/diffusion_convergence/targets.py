@@ -108,3 +108,18 @@ def triangle_spec(radius: float = 1.5, weights=(0.2, 0.3, 0.5)) -> dict:
     angles = np.pi / 2 + 2 * np.pi * np.arange(3) / 3
     atoms = np.stack([radius * np.cos(angles), radius * np.sin(angles)], axis=1)
     return {"atoms": atoms.round(12).tolist(), "weights": list(weights), "widths": [0.0, 0.0, 0.0]}
+
+
+def target_spec(data_cfg: dict) -> dict:
+    """The target law of one dataset slot as data (what acquire writes). 'mixture': atoms, weights
+    and widths as given (tiny: the card's 1-D Dirac mixture w = (0.3, 0.7), mu = (-1, 1.5));
+    'triangle': three atoms on a triangle (2-D). Validated by building the Mixture."""
+    if data_cfg["kind"] == "mixture":
+        spec = {"atoms": data_cfg["atoms"], "weights": data_cfg["weights"], "widths": data_cfg.get("widths")}
+    elif data_cfg["kind"] == "triangle":
+        spec = triangle_spec(data_cfg["radius"], tuple(data_cfg["weights"]))
+    else:
+        raise ValueError(f"data kind {data_cfg['kind']!r}: expected 'mixture' or 'triangle'")
+    target = Mixture.from_spec(spec)
+    return {"atoms": target.means.tolist(), "weights": target.weights.tolist(),
+            "widths": target.widths.tolist(), "dim": target.dim}

@@ -12,7 +12,7 @@ log q between grid points loses accuracy. We interpolate instead the log-ratio t
 which is smooth and O(kappa) (it is the sampler's error). Only rho is interpolated; log p_{t_k}(y)
 and det F'(y) are evaluated in closed form at the exact preimage y, which is found by inverting
 the tabulated map and refining by Newton's method on the closed-form F. Grid convergence is
-checked by the caller (experiment.py: every law on n and n/2 points).
+checked by the caller (sweeps.grid_sizes: every law on n and n/2 points).
 
 Monotonicity. The change of variables is valid only if F is a bijection, i.e. F' > 0 (1-D) or
 F' positive definite (F is then the gradient of a convex potential). Large steps break this
