@@ -65,8 +65,10 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 MinJobAge=600
 # a short RPC timeout (one node, loopback): with the daemons stopped, every snakemake start asks
-# "scontrol show config" (the Slurm executor plugin, at import) and would wait 9 s at the default 10 (2 s at 3)
-MessageTimeout=3
+# "scontrol show config" (the Slurm executor plugin, at import), which retries the connection
+# MessageTimeout - 1 times a second: 9 s at the default 10, 1 s at 2 (0 at 1 is too tight for
+# sbatch on a loaded 2-core machine)
+MessageTimeout=2
 KillWait=10
 SlurmdTimeout=60
 NodeName=$NODE CPUs=$cpus RealMemory=$mem State=UNKNOWN

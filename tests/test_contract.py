@@ -9,11 +9,22 @@ exists), at smoke scale:
   loses or changes nothing);
 - tabulate renders the table, claims and figures.
 
+- the smoke records equal the golden file tests/golden/<slug>.csv (to 7 significant digits), so a
+  change in any paper's numbers is a visible, reviewed diff. After an intended change, regenerate
+  them and review the diff:
+      ICLR26_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_contract.py -k paper_contract
+      git diff tests/golden/
+
 Budget: <= 20 s per paper (two smoke runs). Per-paper test files keep only their method's unit
 tests and the offline full-scale path.
 """
 from __future__ import annotations
 
+import io
+import os
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -23,6 +34,34 @@ from iclr26.core.job import load_records, run_paper
 from iclr26.core.paper import all_papers
 
 PAPERS = sorted(all_papers())
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _flat(records: pd.DataFrame) -> pd.DataFrame:
+    """The records as records.csv holds them: list-valued columns (curves) dropped."""
+    lists = [c for c in records.columns if records[c].map(lambda v: isinstance(v, list)).any()]
+    return records.drop(columns=lists)
+
+
+def check_golden(slug: str, records: pd.DataFrame) -> None:
+    path = GOLDEN / f"{slug}.csv"
+    flat = _flat(records)
+    if os.environ.get("ICLR26_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(exist_ok=True)
+        flat.to_csv(path, index=False, float_format="%.8g")
+        return
+    assert path.exists(), f"no golden records for {slug}: run with ICLR26_UPDATE_GOLDEN=1 and commit {path.name}"
+    golden = pd.read_csv(path)
+    fresh = pd.read_csv(io.StringIO(flat.to_csv(index=False, float_format="%.8g")))
+    assert list(fresh.columns) == list(golden.columns) and len(fresh) == len(golden), \
+        f"{slug}: records changed shape vs {path} (columns or rows); regenerate and review the diff"
+    for column in golden.columns:
+        ours, theirs = fresh[column], golden[column]
+        if pd.api.types.is_numeric_dtype(theirs) and pd.api.types.is_numeric_dtype(ours):
+            same = np.isclose(ours.to_numpy(float), theirs.to_numpy(float), rtol=1e-6, atol=1e-12, equal_nan=True)
+        else:
+            same = (ours.astype(str) == theirs.astype(str)).to_numpy()
+        assert same.all(), f"{slug}: column {column!r} differs from {path} in rows {np.flatnonzero(~same)[:5]}"
 
 
 def _records(evals) -> pd.DataFrame:
@@ -47,6 +86,7 @@ def test_paper_contract(slug, tmp_path, monkeypatch):
     assert not missing, f"{slug}: records lack declared metrics {missing}"
     assert set(first["method"]) == set(paper.methods)
     assert first[list(paper.metrics)].notna().any().all(), f"{slug}: a declared metric is never recorded"
+    check_golden(slug, first)
 
     from iclr26.core.tabulate import tabulate_paper
 

@@ -158,8 +158,33 @@ def test_every_rule_names_a_pinned_env_matching_the_installed_versions():
 
 
 # ----------------------------------------------------------------------------- real runs
-def _outputs(repo: Path):
-    return sorted(p for p in repo.glob("results/**/*") if p.is_file())
+def _check_promised_outputs(repo: Path) -> None:
+    """What the README's "What you get" table promises, per paper and for the report."""
+    import pandas as pd
+
+    from iclr26.core.config import compose_job_config
+    from iclr26.core.job import load_records
+
+    for slug in all_papers():
+        out = repo / "results" / slug
+        records = load_records(sorted(repo.glob(f"runs/smoke/{slug}/*/*/eval.json")))
+        table = pd.read_csv(out / "records.csv")
+        assert len(table) == len(records) > 0 and {"method", "seed"} <= set(table.columns)
+        assert yaml.safe_load((out / "config.yaml").read_text()) == compose_job_config(slug, "smoke")
+        meta = json.loads((out / "provenance.json").read_text())
+        assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", meta["git_commit"]) and meta["packages"]["numpy"]
+    report = (repo / "results" / "report.html").read_text()
+    assert "<table>" in report and all(slug in report for slug in all_papers())
+    # self-contained: every image inline, no stylesheet, script or image fetched from elsewhere
+    assert not re.search(r"""(src|href)=["'](?!data:|#)""", report), "the report links an external file"
+    assert report.count("data:image/png;base64,") >= len(all_papers())
+    assert "verdict" in (repo / "results" / "claims.md").read_text()
+
+
+def test_setup_does_nothing_the_second_time():
+    proc = subprocess.run(["bash", "scripts/setup.sh"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "[setup] ready" in proc.stdout, proc.stdout + proc.stderr
+    assert "installing" not in proc.stdout and "creating" not in proc.stdout, proc.stdout
 
 
 @pytest.mark.slow
@@ -198,8 +223,7 @@ def test_end_to_end_killed_midway_then_resumed(checkout):
         claims = json.loads((checkout / "results" / paper / "claims.json").read_text())
         assert all(c["verdict"] in ("holds", "not reproduced", "inconclusive") for c in claims["claims"])
         assert list((checkout / "results" / paper).glob("*.png")), f"{paper}: no figure"
-    assert "<table>" in (checkout / "results" / "report.html").read_text()
-    assert "verdict" in (checkout / "results" / "claims.md").read_text()
+    _check_promised_outputs(checkout)
 
     again = snakemake(checkout, "--cores", "2", "all", "--config", "scale=smoke")
     assert "Nothing to be done" in again.stdout + again.stderr
@@ -233,7 +257,11 @@ def test_dvc_repro_push_pull_in_a_fresh_clone(checkout, tmp_path):
     dvc("repro")
     tables = {p: p.read_bytes() for p in checkout.glob("results/*/table.*")}
     assert len(tables) == 3 * len(all_papers())
-    assert "didn't change, skipping" in dvc("repro") or "Data and pipelines are up to date" in dvc("status")
+    mtimes = {p: p.stat().st_mtime_ns for p in checkout.glob("results/**/*") if p.is_file()}
+    again = dvc("repro")
+    assert "didn't change, skipping" in again and "Running stage" not in again, again
+    assert {p: p.stat().st_mtime_ns for p in checkout.glob("results/**/*") if p.is_file()} == mtimes
+    assert "up to date" in dvc("status")
     dvc("push")
     import shutil
 

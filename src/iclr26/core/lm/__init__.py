@@ -12,6 +12,8 @@ formats.py    the text layout at each scale: prompts, step boundaries, answer ex
               (tags + exact match at tiny scale; chat template, blank-line steps, \\boxed{} + math-verify at full)
 benchmarks.py full-scale problem sets from a hub dataset file or a checksummed URL, as {problem, answer} rows
 hooks.py      forward hooks on one decoder layer: read hidden states, or shift them
+stages.py     what the papers' stage functions share: acquire the problems, train the tiny base
+              models (prepare), load the model a stage works with, save a fine-tuned one
 
 Imported only inside jobs (it imports torch); never at Snakemake DAG-build time.
 """

@@ -12,18 +12,17 @@ import numpy as np
 import torch
 
 
-def configure_torch(threads: int = 1) -> None:
-    # denormals make tiny-std activations 10x slower on CPU; one thread per job (Snakemake runs jobs side by side)
-    torch.set_num_threads(max(1, int(threads)))
-    torch.set_flush_denormal(True)
+def quiet_transformers() -> None:
+    """No shard or weight-loading progress bars in job logs (torch threads and denormals are set
+    for every job by core.runtime)."""
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # no shard/weight progress bars in job logs
+    hf_logging.disable_progress_bar()
 
 
 def build_model(spec: dict, tokenizer, seed: int = 0, device: str | None = None):
     """A Qwen2ForCausalLM: `from_config` (seeded init) when spec.source is null, else from_pretrained
-    (moved to `device` when given: see pick_device)."""
+    (moved to `device` when given: see core.runtime.pick_device)."""
     from transformers import AutoModelForCausalLM, Qwen2Config
 
     if spec.get("source"):
@@ -39,16 +38,6 @@ def build_model(spec: dict, tokenizer, seed: int = 0, device: str | None = None)
                          attn_implementation=spec.get("attn_implementation", "eager"), **fields)
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(config)
-
-
-def pick_device(wanted: str | None) -> str:
-    """The configured device; asking for CUDA where torch sees no GPU is a config error, not a
-    silent week on the CPU."""
-    if wanted and wanted.startswith("cuda") and not torch.cuda.is_available():
-        from ..errors import ConfigError
-
-        raise ConfigError(f"device={wanted} but torch sees no GPU here (override device=cpu to run on the CPU)")
-    return wanted or "cpu"
 
 
 def pad_batch(rows: list[list[int]], pad_id: int, side: str = "right"):

@@ -34,6 +34,12 @@ def _plain_log_ticks(fig) -> None:
             ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+def _kl_with_error_bar(ax, pts, x: str, **style) -> None:
+    """KL(p_delta || q_N) against `x`, with the grid-refinement interval [kl_fwd_lo, kl_fwd_hi]."""
+    ax.errorbar(pts[x], pts["kl_fwd"], yerr=[pts["kl_fwd"] - pts["kl_fwd_lo"], pts["kl_fwd_hi"] - pts["kl_fwd"]],
+                marker="o", **style)
+
+
 def _save(fig, path: Path) -> Path:
     _plain_log_ticks(fig)
     return save(fig, path)
@@ -53,15 +59,15 @@ def kl_vs_n(records, out_dir: Path) -> Path | None:
                 continue
             fit = _rows(records, sweep=f"{sweep}_fit", method=method)
             slope = f", slope {fit['slope'].iloc[0]:.2f}" if len(fit) else ""
-            ax.errorbar(pts["N"], pts["kl_fwd"], yerr=[pts["kl_fwd"] - pts["kl_fwd_lo"], pts["kl_fwd_hi"] - pts["kl_fwd"]],
-                        marker="o", color=color, label=f"{LABELS[method]}{slope}")
+            _kl_with_error_bar(ax, pts, "N", color=color, label=f"{LABELS[method]}{slope}")
             ax.plot(pts["N"], pts["kl_rev"], ls=":", color=color)
         n = np.array(sorted(_finite(_rows(records, sweep=sweep), "kl_fwd")["N"].unique()), float)
         if len(n):
             ref = _finite(_rows(records, sweep=sweep), "kl_fwd")["kl_fwd"].max()
             ax.plot(n, ref * (n / n[0]) ** -2.0, "k--", lw=0.8, label="∝ N^-2 (paper)")
             ax.plot(n, ref * (n / n[0]) ** -1.0, "k-.", lw=0.8, label="∝ N^-1 (prior bound)")
-        ax.set(xscale="log", yscale="log", xlabel="steps N", ylabel="KL(p_δ‖q_N) (solid), KL(q_N‖p_δ) (dotted)", title=title)
+        ax.set(xscale="log", yscale="log", xlabel="steps N", title=title,
+               ylabel="KL(p_δ‖q_N) (solid), KL(q_N‖p_δ) (dotted)")
         ax.legend(fontsize=7)
     return _save(fig, out_dir / "kl_vs_n.png")
 
@@ -75,8 +81,7 @@ def sweep_plot(records, out_dir: Path, sweep: str, x: str, xlabel: str, name: st
         if pts.empty or x not in pts:
             continue
         pts = pts.sort_values(x)
-        ax.errorbar(pts[x], pts["kl_fwd"], yerr=[pts["kl_fwd"] - pts["kl_fwd_lo"], pts["kl_fwd_hi"] - pts["kl_fwd"]],
-                    marker="o", color=color, label=LABELS[method])
+        _kl_with_error_bar(ax, pts, x, color=color, label=LABELS[method])
         drawn = True
     if not drawn:
         plt.close(fig)

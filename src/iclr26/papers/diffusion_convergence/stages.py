@@ -64,7 +64,7 @@ def train(job) -> dict:
     laws = {}  # key -> the first (point, n) that needs it
     for key, point, n in points:
         laws.setdefault(key, (point, n))
-    targets = {point["dataset"]: load_target(job.raw_dir(point["dataset"])) for _, point, _ in points}
+    targets = {dataset: load_target(job.raw_dir(dataset)) for dataset in {point["dataset"] for _, point, _ in points}}
 
     def propagate(key: str) -> dict:
         point, n = laws[key]

@@ -29,7 +29,7 @@ class Mixture:
     widths: np.ndarray   # (K,)   s_i, isotropic std of each component at t = 0 (0 = Dirac)
 
     @classmethod
-    def from_spec(cls, spec: dict) -> "Mixture":
+    def from_spec(cls, spec: dict) -> Mixture:
         means = np.atleast_2d(np.asarray(spec["atoms"], dtype=float))
         if means.shape[0] == 1 and len(spec["weights"]) > 1:  # 1-D atoms given as a flat list
             means = means.T

@@ -67,7 +67,8 @@ def gaussian_smooth(log_q: np.ndarray, var: float, grid: Grid) -> np.ndarray:
     at the smallest positive double keeps its log finite (that mass is below 1e-14)."""
     top = log_q.max()
     q = np.exp(log_q - top)
-    freqs = [2 * np.pi * np.fft.fftfreq(grid.n, grid.dx)] * (grid.dim - 1) + [2 * np.pi * np.fft.rfftfreq(grid.n, grid.dx)]
+    full, half = 2 * np.pi * np.fft.fftfreq(grid.n, grid.dx), 2 * np.pi * np.fft.rfftfreq(grid.n, grid.dx)
+    freqs = [full] * (grid.dim - 1) + [half]  # the real FFT halves the last axis
     k2 = sum(np.meshgrid(*[f**2 for f in freqs], indexing="ij"))
     smoothed = np.fft.irfftn(np.fft.rfftn(q) * np.exp(-0.5 * var * k2), s=q.shape)
     return np.log(np.maximum(smoothed, np.finfo(float).tiny)) + top
@@ -110,7 +111,8 @@ def _newton_step(jac: np.ndarray, residual: np.ndarray) -> np.ndarray:
         return -residual / jac[:, 0]
     det = _det(jac)
     r0, r1 = residual[:, 0], residual[:, 1]
-    return -np.stack([jac[:, 1, 1] * r0 - jac[:, 0, 1] * r1, jac[:, 0, 0] * r1 - jac[:, 1, 0] * r0], axis=1) / det[:, None]
+    step = np.stack([jac[:, 1, 1] * r0 - jac[:, 0, 1] * r1, jac[:, 0, 0] * r1 - jac[:, 1, 0] * r0], axis=1)
+    return -step / det[:, None]
 
 
 def _log_det(jac: np.ndarray) -> np.ndarray:

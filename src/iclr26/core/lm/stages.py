@@ -1,0 +1,90 @@
+"""What the stage functions of the language-model papers share: the problems (acquire), the tiny
+stand-in for the pretrained reasoning model (prepare), and the model a later stage works with.
+
+acquire            tiny (`source: chains`): seeded chain-arithmetic problems with their teacher
+                   traces, `n_<split>` rows per split; full (`source: hub`): the hub or URL files of
+                   the config's `splits`. Both write the same `<split>.jsonl` rows.
+train_base_models  tiny: the task's tokenizer and, per seed, a Qwen2 trained from scratch on the
+                   teacher traces (one unit of work per seed, so a killed prepare resumes).
+load_model         a fine-tuned save (save_finetuned), else model.source (full scale), else the
+                   seed's base model; with the config's text format.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..io import read_jsonl
+from ..runtime import pick_device
+from . import traces
+from .formats import TagFormat, make_format
+from .model import build_model, quiet_transformers, train_lm
+from .tokenizer import build_tokenizer, load_tokenizer
+
+# examples_for(format, rows, seed) -> [(token ids, index where the loss starts), ...]
+ExamplesFor = Callable[[object, list, int], list]
+
+
+def acquire(job, splits: tuple[str, ...]) -> dict:
+    """Write `<split>.jsonl` for job.dataset into job.out_dir; returns the provenance. The tiny
+    splits are generated in the order given (each split's seed follows from its position)."""
+    spec = job.cfg["data"][job.dataset]
+    if spec["source"] == "hub":
+        from .benchmarks import fetch_splits
+
+        return fetch_splits(spec["splits"], job.out_dir)
+    if spec["source"] != "chains":
+        raise ConfigError(f"data.{job.dataset}.source must be chains or hub, got {spec['source']!r}")
+    return traces.write_splits(spec, job.out_dir, {split: spec[f"n_{split}"] for split in splits})
+
+
+def train_base_models(job, examples_for: ExamplesFor) -> dict:
+    """Write `tokenizer/` and `base_s<seed>/` (save_pretrained) into job.out_dir for every seed."""
+    quiet_transformers()
+    spec, base = job.cfg["data"][job.dataset], job.cfg["base"]
+    tokenizer = build_tokenizer(traces.vocabulary(int(spec["modulus"])), job.out_dir / "tokenizer")
+    rows = read_jsonl(job.raw_dir() / "train.jsonl")
+    seeds = {f"base_s{seed}": seed for seed in job.cfg["seeds"]}
+
+    def train_one(key: str) -> dict:
+        seed = seeds[key]
+        model = build_model(job.cfg["model"], tokenizer, seed=seed)
+        examples = examples_for(TagFormat(tokenizer), rows, seed)
+        losses = train_lm(model, [e[0] for e in examples], [e[1] for e in examples], tokenizer.pad_token_id,
+                          base["steps"], base["batch_size"], base["lr"], seed, log=job.log)
+        model.save_pretrained(job.out_dir / key)
+        return {"final_loss": float(np.mean(losses[-20:]))}
+
+    done = job.units(seeds, train_one)
+    return {f"s{seeds[key]}_final_loss": result["final_loss"] for key, result in done.items()}
+
+
+def load_model(job, seed: int, base_dir: Path | None = None, finetuned: Path | None = None):
+    """(model in eval mode on the configured device, format). `finetuned`: a folder written by
+    save_finetuned; else model.source when the config names one (full scale); else the seed's base
+    model in `base_dir`, a folder written by train_base_models (tiny)."""
+    quiet_transformers()
+    device = pick_device(job.cfg.get("device"))
+    spec = job.cfg["model"]
+    if finetuned is not None:
+        tokenizer = load_tokenizer(Path(finetuned) / "tokenizer")
+        model = build_model({**spec, "source": str(finetuned)}, tokenizer, device=device)
+    elif spec.get("source"):
+        tokenizer = load_tokenizer(spec["source"], spec.get("revision"))
+        model = build_model(spec, tokenizer, device=device)
+    elif base_dir is None:
+        raise ValueError("model.source is null: load_model needs the base_dir of the seed's base model")
+    else:
+        tokenizer = load_tokenizer(Path(base_dir) / "tokenizer")
+        model = build_model({"source": str(Path(base_dir) / f"base_s{seed}")}, tokenizer, device=device)
+    return model.eval(), make_format(job.cfg.get("format"), tokenizer)
+
+
+def save_finetuned(model, tokenizer, directory: Path) -> None:
+    """The model with its tokenizer, as load_model(finetuned=directory) reads them back."""
+    model.save_pretrained(directory)
+    # its own folder: beside a model's config.json, AutoTokenizer would rebuild it as that model's class
+    tokenizer.save_pretrained(Path(directory) / "tokenizer")
