@@ -1,57 +1,99 @@
-"""Data-parallel training under `accelerate launch` on the CPU (gloo): the same metrics schema
-as one process, the same numbers up to float summation order, and a checkpoint that resumes
-after the job is stopped by SIGTERM (what Slurm sends before preempting or killing it)."""
+"""Data-parallel training under `accelerate launch` on the CPU (gloo), for every paper that declares
+`data_parallel=True`: the same metrics schema as one process and the same numbers up to float
+summation order; and a job stopped by SIGTERM (what Slurm sends before preempting or killing it)
+saves a checkpoint, and the resumed job ends with the results of an uninterrupted one."""
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from conftest import REPO, venv_env
+from iclr26.core.job import run_stage
 from iclr26.core.paper import all_papers
 
 PAPERS = [slug for slug, paper in all_papers().items() if paper.data_parallel]
 pytestmark = pytest.mark.skipif(not PAPERS, reason="no paper declares data-parallel training")
-# long enough to stop midway: 600 steps, a checkpoint every 25
-LONG = ["--override=train.regimes.no_warmup.steps=600", "--override=train.checkpoint_every=25"]
+
+# The one per-paper setting of this file: overrides that make the paper's smoke train job of its
+# first method and seed 0 stoppable midway, i.e. an early checkpoint and many steps after it, so
+# that a SIGTERM sent once the first checkpoint exists always arrives before the job ends.
+STOPPABLE = {
+    "conditioned_init": ["train.regimes.no_warmup.steps=600", "train.checkpoint_every=25"],
+}
 
 
-def _iclr26(workdir, *args, processes=1, popen=False):
-    launch = [sys.executable, "-m"] if processes == 1 else [
-        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-        "--num_machines", "1", "--main_process_port", "29611", "--mixed_precision", "no", "--dynamo_backend", "no",
-        "-m"]
-    env = {**venv_env(), "PYTHONPATH": str(REPO / "src")}
-    cmd = [*launch, "iclr26", *args]
-    if popen:
-        return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+def test_every_data_parallel_paper_says_how_to_stop_it_midway():
+    assert not (missing := set(PAPERS) - set(STOPPABLE)), f"add {sorted(missing)} to STOPPABLE in {__file__}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _command(*args, processes: int) -> list[str]:
+    if processes == 1:
+        return [sys.executable, "-m", "iclr26", *args]
+    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
+            "--num_machines", "1", "--main_process_port", str(_free_port()), "--mixed_precision", "no",
+            "--dynamo_backend", "no", "-m", "iclr26", *args]
+
+
+def _env() -> dict:
+    return {**venv_env(), "PYTHONPATH": str(REPO / "src")}
+
+
+def _iclr26(workdir, *args, processes=1) -> str:
+    proc = subprocess.run(_command(*args, processes=processes), cwd=workdir, env=_env(), capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return proc.stdout + proc.stderr
 
 
-def _prepare(workdir, slug):
+class Job:
+    """A job in the background whose output is read as it comes (a full pipe would block it)."""
+
+    def __init__(self, workdir, *args, processes: int):
+        self.proc = subprocess.Popen(_command(*args, processes=processes), cwd=workdir, env=_env(),
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        self._reader.start()
+
+    def wait(self, timeout: float) -> str:
+        self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=10)
+        return "".join(self.lines)
+
+
+def _prepare(slug):
     for dataset in all_papers()[slug].datasets:
         for stage in ("acquire", "prepare"):
-            _iclr26(workdir, stage, "--paper", slug, "--scale", "smoke", "--dataset", dataset)
+            run_stage(stage, slug, "smoke", dataset=dataset)
 
 
-def _train_args(slug, method):
-    return ["train", "--paper", slug, "--scale", "smoke", "--method", method, "--seeds", "s0"]
+def _job_args(stage, slug, overrides=()):
+    method = all_papers()[slug].methods[0]
+    return [stage, "--paper", slug, "--scale", "smoke", "--method", method, "--seeds", "s0",
+            *(f"--override={o}" for o in overrides)]
 
 
-def _metrics(workdir, slug, method):
-    return json.loads((workdir / "runs" / "smoke" / slug / method / "s0" / "metrics.json").read_text())
+def _run_dir(workdir, slug):
+    return workdir / "runs" / "smoke" / slug / all_papers()[slug].methods[0] / "s0"
 
 
 def _numbers(payload):
-    """Every number of a metrics payload except timings, keyed by its path."""
+    """Every number of a metrics or eval payload except timings, keyed by its path."""
     out = {}
 
     def walk(node, path):
@@ -59,6 +101,9 @@ def _numbers(payload):
             for key, value in node.items():
                 if key not in ("provenance", "config") and "wall" not in key:
                     walk(value, f"{path}/{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}/{i}")
         elif isinstance(node, (int, float)):
             out[path] = float(node)
 
@@ -66,44 +111,49 @@ def _numbers(payload):
     return out
 
 
+def _results(workdir, slug, overrides=()):
+    """The numbers of the train job's metrics.json and of its evaluation (run in one process)."""
+    _iclr26(workdir, *_job_args("evaluate", slug, overrides))
+    run_dir = _run_dir(workdir, slug)
+    return {name: _numbers(json.loads((run_dir / name).read_text())) for name in ("metrics.json", "eval.json")}
+
+
 @pytest.mark.parametrize("slug", PAPERS)
 def test_two_processes_match_one(workdir, slug):
-    method = all_papers()[slug].methods[0]
-    _prepare(workdir, slug)
-    _iclr26(workdir, *_train_args(slug, method))
-    one = _metrics(workdir, slug, method)
-    log = _iclr26(workdir, *_train_args(slug, method), processes=2)
-    two = _metrics(workdir, slug, method)
+    _prepare(slug)
+    _iclr26(workdir, *_job_args("train", slug))
+    one = json.loads((_run_dir(workdir, slug) / "metrics.json").read_text())
+    (workdir / "runs").rename(workdir / "runs_one_process")
+    log = _iclr26(workdir, *_job_args("train", slug), processes=2)
+    two = json.loads((_run_dir(workdir, slug) / "metrics.json").read_text())
     assert "rank 1" in log, "the second process did not run"
     assert two["provenance"]["processes"] == 2 and one["provenance"]["processes"] == 1
     a, b = _numbers(one), _numbers(two)
-    assert a.keys() == b.keys()  # the same metric schema
+    assert a and a.keys() == b.keys()  # the same metric schema
     for key in a:  # the same numbers: shards of each batch, gradients averaged over processes
         assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
 
 
 @pytest.mark.parametrize("slug", PAPERS)
 def test_two_processes_stopped_by_sigterm_resume_from_the_checkpoint(workdir, slug):
-    method = all_papers()[slug].methods[0]
-    _prepare(workdir, slug)
-    run_dir = workdir / "runs" / "smoke" / slug / method / "s0"
-    proc = _iclr26(workdir, *_train_args(slug, method), *LONG, processes=2, popen=True)
-    deadline = time.time() + 120
-    while not (run_dir / "checkpoint.pt").exists() and time.time() < deadline:
+    _prepare(slug)
+    long_run, run_dir = STOPPABLE[slug], _run_dir(workdir, slug)
+    job = Job(workdir, *_job_args("train", slug, long_run), processes=2)
+    deadline = time.monotonic() + 300
+    while not (run_dir / "checkpoint.pt").exists() and job.proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert (run_dir / "checkpoint.pt").exists(), "no checkpoint was written"
-    os.killpg(proc.pid, signal.SIGTERM)  # Slurm signals every process of the job
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode != 0 and not (run_dir / "metrics.json").exists(), out[-2000:]
-    assert "checkpoint saved" in out
+    assert (run_dir / "checkpoint.pt").exists(), "no checkpoint was written:\n" + "".join(job.lines)[-2000:]
+    os.killpg(job.proc.pid, signal.SIGTERM)  # Slurm signals every process of the job
+    out = job.wait(timeout=120)
+    assert job.proc.returncode != 0 and not (run_dir / "metrics.json").exists(), out[-2000:]
+    assert "checkpoint saved" in out, out[-2000:]
 
-    resumed = _iclr26(workdir, *_train_args(slug, method), *LONG, processes=2)
-    assert "resumed at step" in resumed
-    stopped_then_resumed = _numbers(_metrics(workdir, slug, method))
+    resumed_log = _iclr26(workdir, *_job_args("train", slug, long_run), processes=2)
+    assert "resumed at step" in resumed_log
+    stopped_then_resumed = _results(workdir, slug, long_run)
 
-    (run_dir / "metrics.json").unlink()
-    _iclr26(workdir, *_train_args(slug, method), *LONG, processes=2)
-    uninterrupted = _numbers(_metrics(workdir, slug, method))
-    assert stopped_then_resumed.keys() == uninterrupted.keys()
-    for key, value in uninterrupted.items():
-        assert stopped_then_resumed[key] == pytest.approx(value, rel=1e-6, abs=1e-9), key
+    (workdir / "runs").rename(workdir / "runs_stopped")  # the uninterrupted job starts from nothing
+    _iclr26(workdir, *_job_args("train", slug, long_run), processes=2)
+    uninterrupted = _results(workdir, slug, long_run)
+    assert uninterrupted["metrics.json"] and uninterrupted["eval.json"]
+    assert stopped_then_resumed == uninterrupted

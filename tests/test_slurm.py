@@ -91,18 +91,25 @@ def test_cancelled_job_is_retried_and_resumes_from_its_checkpoint(cluster, check
     proc = _run(checkout, *args, popen=True)
     log, cancelled = [], None
     run_dir = checkout / "runs" / "smoke" / "conditioned_init" / "random" / "s0-1"
-    for line in proc.stdout:
-        log.append(line)
-        found = SUBMITTED.search(line)
-        if found and "rule_train" in found.group(3) and cancelled is None:
-            deadline = time.time() + 300
-            while not (run_dir / "checkpoint.pt").exists() and time.time() < deadline:
-                time.sleep(0.2)
-            assert (run_dir / "checkpoint.pt").exists(), "the training job wrote no checkpoint"
-            finished_data = {p: p.stat().st_mtime_ns for p in checkout.glob("data/smoke/**/manifest.json")}
-            cancelled = found.group(2)
-            subprocess.run(["scancel", cancelled], check=True)
-    proc.wait(timeout=900)
+    try:
+        for line in proc.stdout:  # read to the end: a full pipe would block Snakemake
+            log.append(line)
+            found = SUBMITTED.search(line)
+            if found and "rule_train" in found.group(3) and cancelled is None:
+                # the checkpoint is renamed into place whole; the run is 60 checkpoints long, so it
+                # is still running when scancel arrives (the log check below proves it resumed)
+                deadline = time.time() + 300
+                while not (run_dir / "checkpoint.pt").exists() and time.time() < deadline:
+                    time.sleep(0.2)
+                assert (run_dir / "checkpoint.pt").exists(), "the training job wrote no checkpoint"
+                finished_data = {p: p.stat().st_mtime_ns for p in checkout.glob("data/smoke/**/manifest.json")}
+                cancelled = found.group(2)
+                subprocess.run(["scancel", cancelled], check=True)
+        proc.wait(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     text = "".join(log)
     assert proc.returncode == 0, text[-4000:]
     assert cancelled, "no training job was submitted"

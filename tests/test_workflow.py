@@ -228,8 +228,19 @@ def test_end_to_end_killed_midway_then_resumed(checkout):
     again = snakemake(checkout, "--cores", "2", "all", "--config", "scale=smoke")
     assert "Nothing to be done" in again.stdout + again.stderr
 
-    # editing one paper's method reruns that paper's jobs, and no other paper's
+    # a changed training config reruns the jobs that read it (train, evaluate, tabulate), not
+    # acquire or prepare, and no other paper's
     edited, *others = sorted(all_papers())
+    paper_config = checkout / "config" / "hydra" / "paper_scale" / edited / "smoke.yaml"
+    original = paper_config.read_text()
+    paper_config.write_text(original + "\nnot_read_by_data_stages: 1\n")
+    plan = snakemake(checkout, "-n", "all", "--config", "scale=smoke", "--quiet", "rules").stdout
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", plan.split("Job stats:")[1], re.M))
+    assert counts.get("tabulate") == "1" and int(counts.get("train", 0)) >= 1, counts
+    assert "acquire" not in counts and "prepare" not in counts, counts
+    paper_config.write_text(original)
+
+    # editing one paper's method reruns that paper's jobs, and no other paper's
     source = checkout / "src" / "iclr26" / "papers" / edited / "__init__.py"
     source.write_text(source.read_text() + "\n# edited\n")
     plan = snakemake(checkout, "-n", "all", "--config", "scale=smoke").stdout

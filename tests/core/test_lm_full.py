@@ -6,18 +6,19 @@ import json
 import pytest
 import torch
 
-from iclr26.core.io import sha256_file
 from iclr26.core.errors import ConfigError, DataError
-from iclr26.core.lm import generate as G
-from iclr26.core.lm import model as M
-from iclr26.core.lm import tokenizer as K
+from iclr26.core.io import sha256_file
+from iclr26.core.lm import generate as generation
 from iclr26.core.lm.benchmarks import fetch_splits
 from iclr26.core.lm.formats import ChatFormat, make_format
+from iclr26.core.lm.model import build_model
+from iclr26.core.lm.tokenizer import load_tokenizer
+from iclr26.core.runtime import pick_device
 
 
 @pytest.fixture(scope="module")
 def chat(hub_model_dir):
-    tok = K.load_tokenizer(hub_model_dir)
+    tok = load_tokenizer(hub_model_dir)
     return make_format({"kind": "chat", "system": "Please reason step by step, and put your final answer within "
                         "\\boxed{}.", "answer_tokens": 4}, tok)
 
@@ -63,11 +64,11 @@ def test_boxed_answers_are_graded_by_math_verify(chat):
 
 
 def test_a_hub_model_samples_and_its_keywords_are_found(hub_model_dir):
-    tok = K.load_tokenizer(hub_model_dir)
-    model = M.build_model({"source": str(hub_model_dir), "revision": "main"}, tok, device="cpu")
+    tok = load_tokenizer(hub_model_dir)
+    model = build_model({"source": str(hub_model_dir), "revision": "main"}, tok, device="cpu")
     assert tok.convert_tokens_to_ids("</think>") != tok.unk_token_id   # the hub tokenizer's own markers
     fmt = make_format({"kind": "chat"}, tok)
-    out = G.generate(model, [fmt.prompt_ids("Q")], tok.pad_token_id, tok.eos_token_id, max_new_tokens=5,
+    out = generation.generate(model, [fmt.prompt_ids("Q")], tok.pad_token_id, tok.eos_token_id, max_new_tokens=5,
                      temperature=0.6, top_p=0.95, seed=0)
     assert 1 <= len(out.tokens[0]) <= 5 and all(0 <= e for e in out.entropy[0])
     assert sorted(fmt.keyword_ids(["wait", "HMM"])) == fmt.keyword_ids(["hmm", "wait"])
@@ -78,9 +79,9 @@ def test_a_hub_model_samples_and_its_keywords_are_found(hub_model_dir):
 def test_nucleus_sampling_keeps_only_the_top_mass():
     logits = torch.log(torch.tensor([[0.6, 0.3, 0.1]]))
     gen = torch.Generator().manual_seed(0)
-    picks = {int(G._pick(logits, 1.0, 0.5, gen, None)[0]) for _ in range(50)}
+    picks = {int(generation._pick(logits, 1.0, 0.5, gen, None)[0]) for _ in range(50)}
     assert picks == {0}
-    picks = {int(G._pick(logits, 1.0, 0.8, gen, None)[0]) for _ in range(200)}
+    picks = {int(generation._pick(logits, 1.0, 0.8, gen, None)[0]) for _ in range(200)}
     assert picks == {0, 1}
 
 
@@ -88,7 +89,7 @@ def test_device_cuda_without_a_gpu_is_one_clear_error():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     with pytest.raises(ConfigError, match="device=cuda but torch sees no GPU"):
-        M.pick_device("cuda")
+        pick_device("cuda")
 
 
 def test_benchmark_files_from_a_dataset_directory_and_a_checksummed_url(hub_dataset_dir, tmp_path, static_server):
@@ -125,7 +126,8 @@ def test_bad_benchmark_specs_are_one_clear_error(hub_dataset_dir, tmp_path):
     with pytest.raises(DataError, match="a split needs url, or hub_id and file"):
         fetch_splits({"test": {"file": "test.jsonl"}}, tmp_path / "a")
     with pytest.raises(DataError, match="test: test.jsonl has sha256 [0-9a-f]{64}, the config pins 0{64}"):
-        fetch_splits({"test": {"hub_id": str(hub_dataset_dir), "file": "test.jsonl", "sha256": "0" * 64}}, tmp_path / "b")
+        fetch_splits({"test": {"hub_id": str(hub_dataset_dir), "file": "test.jsonl", "sha256": "0" * 64}},
+                     tmp_path / "b")
     (tmp_path / "rows.csv").write_text("problem,answer\n1+1,2\n")
     with pytest.raises(DataError, match="rows.csv: expected .jsonl, .json or .parquet"):
         fetch_splits({"test": {"hub_id": str(tmp_path), "file": "rows.csv"}}, tmp_path / "c")

@@ -1,28 +1,38 @@
-"""Card 01, conditioned init: the inits, the Jacobian metric, the data, and every stage at smoke scale."""
-import hashlib
+"""Card 01, conditioned init: the inits, the Jacobian metric, the data, the run analysis, resuming a
+job inside a later run, and the full-scale paths offline. (The smoke pipeline, determinism and a
+kill at the first checkpoint are tests/test_contract.py's; data parallel is tests/test_distributed.py's.)"""
 import io
 import math
-import os
 import pickle
-import signal
 import tarfile
 
 import numpy as np
 import pytest
 import torch
 
+from iclr26.core import faults
 from iclr26.core.config import compose_job_config
-from iclr26.core.io import read_json
-from iclr26.core.job import load_records, run_paper, run_stage
-from iclr26.papers.conditioned_init import data as D
-from iclr26.papers.conditioned_init.experiment import coarse_curve, figures, steps_to_target
+from iclr26.core.io import read_json, sha256_file
+from iclr26.core.job import run_stage
+from iclr26.papers.conditioned_init import data
+from iclr26.papers.conditioned_init.analysis import coarse_curve, steps_to_target
 from iclr26.papers.conditioned_init.inits import PlainAttention, attention_layers, initialise, mimetic_factors
 from iclr26.papers.conditioned_init.jacobian import (
-    attention_kappa, condition_number, full_jacobian, matrix_kappa, multi_head_attention, vit_first_layer_kappa)
+    attention_kappa,
+    condition_number,
+    full_jacobian,
+    matrix_kappa,
+    multi_head_attention,
+    vit_first_layer_kappa,
+)
 from iclr26.papers.conditioned_init.model import build_model
 
 SLUG = "conditioned_init"
 MIMETIC = {"alpha_qk": 0.7, "beta_qk": 0.7, "alpha_vo": 0.4, "beta_vo": 0.4}
+
+
+def randn(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
 def tiny_model(method="random", seed=0):
@@ -88,7 +98,7 @@ def test_mimetic_init_gives_qk_close_to_alpha_z_plus_beta_i():
 def test_attention_function_is_what_the_vit_computes():
     model = tiny_model("conditioned")
     attention = model.vit.layers[0].attention
-    x = torch.randn(2, 17, 64)
+    x = randn(2, 17, 64)
     w = [p.weight.T for p in (attention.q_proj, attention.k_proj, attention.v_proj)]
     ours = attention.o_proj(multi_head_attention(x, *w, attention.num_attention_heads))
     assert torch.allclose(ours, attention(x)[0], atol=1e-5)
@@ -109,48 +119,61 @@ def test_jacobian_matches_finite_differences_and_per_head_kappa_is_exact():
     numeric = torch.stack([(flat(params + eps * e) - flat(params - eps * e)) / (2 * eps)
                            for e in torch.eye(len(params), dtype=torch.float64)], dim=1)
     assert torch.allclose(jac, numeric, atol=1e-7)
-    assert attention_kappa(x, w_q, w_k, w_v, heads) == pytest.approx(condition_number(torch.linalg.svdvals(numeric)), rel=1e-6)
+    from_numeric = condition_number(torch.linalg.svdvals(numeric))
+    assert attention_kappa(x, w_q, w_k, w_v, heads) == pytest.approx(from_numeric, rel=1e-6)
 
 
 def test_kappa_of_hand_constructed_cases():
-    x = torch.randn(1, 4, dtype=torch.float64)
-    w = torch.randn(4, 4, dtype=torch.float64)
+    x = randn(1, 4, seed=1, dtype=torch.float64)
+    w = randn(4, 4, seed=2, dtype=torch.float64)
     # one token: softmax is constant, A = x W_V, J = [0, 0, x (x) I]: all singular values |x|
     assert attention_kappa(x, w, w, w, heads=2) == pytest.approx(1.0, abs=1e-12)
     # W_Q = W_K = 0: uniform attention, J w.r.t. W_V = (11^T X / n) (x) I has rank k < n k
-    x = torch.randn(5, 4, dtype=torch.float64)
+    x = randn(5, 4, seed=3, dtype=torch.float64)
     zero = torch.zeros(4, 4, dtype=torch.float64)
     assert attention_kappa(x, zero, zero, w, heads=2) > 1e12
 
 
 def test_kappa_at_init_orders_default_above_conditioned():
-    image = torch.randn(3, 16, 16)
-    assert vit_first_layer_kappa(tiny_model("random"), image) > 10 * vit_first_layer_kappa(tiny_model("conditioned"), image)
+    image = randn(3, 16, 16)
+    default, conditioned = (vit_first_layer_kappa(tiny_model(method), image) for method in ("random", "conditioned"))
+    assert default > 10 * conditioned
 
 
 # ----------------------------------------------------------------------------- data
 def test_motif_pairs_are_deterministic_and_solvable_by_the_motif_bank():
     spec = {**compose_job_config(SLUG, "smoke")["data"]["images"], "n_train": 400, "n_test": 10}
-    first, second = D.generate_motif_pairs(spec), D.generate_motif_pairs(spec)
+    first, second = data.generate_motif_pairs(spec), data.generate_motif_pairs(spec)
     assert all(np.array_equal(first[k], second[k]) for k in first)
     assert first["x_train"].shape == (400, 3, 16, 16) and first["x_train"].dtype == np.uint8
     assert set(np.unique(first["y_train"])) == set(range(10))
     # oracle: the two class motifs with the best matched-filter response anywhere -> the pair's class
-    images = (first["x_train"].astype(np.float64) - D.UINT8_OFFSET) / D.UINT8_SCALE
+    images = (first["x_train"].astype(np.float64) - data.UINT8_OFFSET) / data.UINT8_SCALE
     cells = images.reshape(400, 3, 4, 4, 4, 4).transpose(0, 2, 4, 1, 3, 5).reshape(400, 16, 48)
     bank = first["motifs"][:5].reshape(5, 48)
     score = (cells @ (bank / np.linalg.norm(bank, axis=1, keepdims=True)).T).max(axis=1)
     top = np.sort(np.argsort(score, axis=1)[:, -2:], axis=1)
-    classes = {pair: c for c, pair in enumerate(D.pair_classes(5))}
+    classes = {pair: c for c, pair in enumerate(data.pair_classes(5))}
     predicted = np.array([classes[tuple(t)] for t in top])
     assert (predicted == first["y_train"]).mean() > 0.6  # chance is 0.1
 
 
 def test_stream_sees_each_sample_once_per_epoch_and_is_seeded():
-    batches = [D.batch_indices(640, 32, seed=3, step=s) for s in range(20)]
+    batches = [data.batch_indices(640, 32, seed=3, step=s) for s in range(20)]
     assert len(np.unique(np.concatenate(batches))) == 640
-    assert np.array_equal(batches[5], D.batch_indices(640, 32, seed=3, step=5))
-    assert not np.array_equal(batches[5], D.batch_indices(640, 32, seed=4, step=5))
+    assert np.array_equal(batches[5], data.batch_indices(640, 32, seed=3, step=5))
+    assert not np.array_equal(batches[5], data.batch_indices(640, 32, seed=4, step=5))
+
+
+def test_augment_is_a_seeded_crop_and_flip():
+    x = np.arange(2 * 3 * 8 * 8, dtype=np.float32).reshape(2, 3, 8, 8)
+    out = data.augment(x, seed=0, step=3)
+    assert np.array_equal(out, data.augment(x, seed=0, step=3))  # a resumed run sees the same batch
+    assert not np.array_equal(out, data.augment(x, seed=0, step=4))
+    padded = np.pad(x, ((0, 0), (0, 0), (4, 4), (4, 4)))
+    for image, source in zip(out, padded):  # each image is a window of its zero-padded source, maybe mirrored
+        windows = [source[:, dy:dy + 8, dx:dx + 8] for dy in range(9) for dx in range(9)]
+        assert any(np.array_equal(image, w) or np.array_equal(image, w[:, :, ::-1]) for w in windows)
 
 
 def test_steps_to_target_and_curve():
@@ -165,19 +188,24 @@ def test_steps_to_target_and_curve():
 def test_full_scale_model_comes_from_a_saved_config_and_is_trained_from_scratch(tmp_path):
     from transformers import ViTConfig, ViTForImageClassification
 
+    torch.manual_seed(0)  # both inits below draw from the global RNG
     saved = ViTForImageClassification(ViTConfig(hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
                                                  intermediate_size=96, image_size=224, patch_size=16, qkv_bias=True))
     saved.save_pretrained(tmp_path / "hub_model")
     cfg = compose_job_config(SLUG, "full")
-    model_cfg = {**cfg["model"], "source": str(tmp_path / "hub_model"), "revision": None, "attn_implementation": "eager"}
+    model_cfg = {**cfg["model"], "source": str(tmp_path / "hub_model"), "revision": None,
+                 "attn_implementation": "eager"}
     model = build_model(model_cfg)
     c = model.config
     assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads) == (48, 2, 3)       # from the saved config
     assert (c.image_size, c.patch_size, c.num_labels, c.qkv_bias) == (32, 4, 10, False)   # full.yaml overrides
     assert not torch.equal(model.vit.layers[0].attention.o_proj.weight, saved.vit.layers[0].attention.o_proj.weight)
+    image, max_tokens = randn(3, 32, 32), cfg["eval"]["kappa_max_tokens"]
+    default_kappa = vit_first_layer_kappa(model, image, max_tokens)
     initialise(model, "conditioned")
-    kappa = vit_first_layer_kappa(model, torch.randn(3, 32, 32), cfg["eval"]["kappa_max_tokens"])
-    assert math.isfinite(kappa) and kappa >= 1
+    kappa = vit_first_layer_kappa(model, image, max_tokens)
+    assert math.isfinite(kappa) and kappa < default_kappa / 10  # as at tiny scale: conditioning lowers it
+    assert vit_first_layer_kappa(model, image, None) != pytest.approx(kappa)  # J of 17 of the 65 tokens
 
 
 def fake_cifar10(path):
@@ -190,7 +218,7 @@ def fake_cifar10(path):
             info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
             info.size = len(blob)
             tar.addfile(info, io.BytesIO(blob))
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return sha256_file(path)
 
 
 def test_cifar10_source_downloads_checks_and_prepares(workdir):
@@ -206,55 +234,38 @@ def test_cifar10_source_downloads_checks_and_prepares(workdir):
         run_stage("acquire", SLUG, "smoke", bad, dataset="images")
 
 
-# ----------------------------------------------------------------------------- stages
-def test_smoke_run_of_every_stage(workdir):
-    evals = run_paper(SLUG, "smoke")
-    records = load_records(evals)
-    # 4 methods x 2 seeds in the headline regime + random and conditioned x 2 seeds in the ablation
-    assert len(records) == 12
-    assert {(r["regime"], r["method"]) for r in records if r["regime"] == "warmup"} == {
-        ("warmup", "random"), ("warmup", "conditioned")}
-    for r in records:
-        assert r["kappa_J_init"] >= 1 and math.isfinite(r["log10_kappa_J_init"])
-        assert 0 <= r["test_acc"] <= 1 and 1 <= r["steps_to_target"] <= 13
-        assert 0 < len(r["loss_curve"]) <= 50
-    assert not list(workdir.rglob("checkpoint.pt"))  # cleared once a job completes
-    import pandas as pd
-
-    paths = figures(compose_job_config(SLUG, "smoke"), pd.DataFrame(records), workdir / "figures")
-    assert paths and all(p.exists() and p.stat().st_size > 0 for p in paths)
+# ----------------------------------------------------------------------------- resume inside a later run
+TRAIN_JOB = {"method": "conditioned", "seed_block": "s0-1"}  # runs no_warmup_s0, no_warmup_s1, warmup_s0, warmup_s1
 
 
-def _train_and_evaluate(directory, monkeypatch):
-    directory.mkdir(exist_ok=True)
-    monkeypatch.chdir(directory)
+def _prepare_data():
     for stage in ("acquire", "prepare"):
         run_stage(stage, SLUG, "smoke", dataset="images")
-    run_stage("train", SLUG, "smoke", method="conditioned", seed_block="s0-1")
-    return read_json(run_stage("evaluate", SLUG, "smoke", method="conditioned", seed_block="s0-1"))["records"]
 
 
-def test_same_seed_same_records_and_kill_and_resume_changes_nothing(workdir, monkeypatch):
-    from iclr26.papers.conditioned_init import training
+def _train_and_evaluate():
+    run_stage("train", SLUG, "smoke", **TRAIN_JOB)
+    return read_json(run_stage("evaluate", SLUG, "smoke", **TRAIN_JOB))["records"]
 
-    first = _train_and_evaluate(workdir / "a", monkeypatch)
-    second = _train_and_evaluate(workdir / "b", monkeypatch)
-    assert first == second
 
-    # SIGTERM in the middle of the third run (after the first two finished and a checkpoint at step 4)
-    def preempt(key, step):
-        if key == "warmup_s0" and step == 6:
-            os.kill(os.getpid(), signal.SIGTERM)
+def test_a_job_stopped_inside_a_later_run_resumes_that_run_and_keeps_the_finished_ones(workdir, monkeypatch):
+    (workdir / "straight").mkdir()
+    monkeypatch.chdir(workdir / "straight")
+    _prepare_data()
+    straight = _train_and_evaluate()
 
-    monkeypatch.setattr(training, "after_step", preempt)
-    with pytest.raises(training.Preempted):
-        _train_and_evaluate(workdir / "c", monkeypatch)
-    run_dir = workdir / "c/runs/smoke/conditioned_init/conditioned/s0-1"
-    state = torch.load(run_dir / "checkpoint.pt", weights_only=False)
-    assert sorted(state["completed"]) == ["no_warmup_s0", "no_warmup_s1"] and state["current"]["step"] == 6
-    assert not (run_dir / "metrics.json").exists()
+    (workdir / "stopped").mkdir()
+    monkeypatch.chdir(workdir / "stopped")
+    _prepare_data()
+    # smoke checkpoints every 4 steps: steps 4 and 8 of each 10-step no_warmup run, then step 4 of warmup_s0
+    with faults.armed("train", "checkpoint", after=5), pytest.raises(faults.InjectedFault):
+        run_stage("train", SLUG, "smoke", **TRAIN_JOB)
+    run_dir = workdir / "stopped/runs/smoke/conditioned_init/conditioned/s0-1"
+    state = torch.load(run_dir / "checkpoint.pt", weights_only=False)["state"]
+    assert (state["key"], state["step"]) == ("warmup_s0", 4)
+    finished = {p.name: p.stat().st_mtime_ns for p in run_dir.glob("model_*.pt")}
+    assert sorted(finished) == ["model_no_warmup_s0.pt", "model_no_warmup_s1.pt"]
 
-    monkeypatch.setattr(training, "after_step", None)
-    run_stage("train", SLUG, "smoke", method="conditioned", seed_block="s0-1")
-    resumed = read_json(run_stage("evaluate", SLUG, "smoke", method="conditioned", seed_block="s0-1"))["records"]
-    assert resumed == first
+    assert _train_and_evaluate() == straight
+    assert {name: (run_dir / name).stat().st_mtime_ns for name in finished} == finished  # not trained again
+    assert not (run_dir / "checkpoint.pt").exists()  # deleted once the job completed

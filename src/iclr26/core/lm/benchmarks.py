@@ -19,9 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from ..acquire import download
-from ..io import sha256_file
 from ..errors import DataError
-from ..io import write_jsonl
+from ..io import sha256_file, write_jsonl
 
 
 def fetch_splits(splits: dict, out_dir) -> dict:

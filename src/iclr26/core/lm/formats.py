@@ -50,6 +50,17 @@ class _Format:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        """encode() of every text, in one call to the tokenizer: the same ids, a fraction of the
+        per-call overhead (thousands of compressed traces are encoded per evaluation)."""
+        return self.tokenizer(list(texts), add_special_tokens=False)["input_ids"] if len(texts) else []
+
+    def prompt_ids(self, problem: str) -> list[int]:
+        return self.encode(self.prompt_text(problem))
+
+    def prompt_ids_many(self, problems: list[str]) -> list[list[int]]:
+        return self.encode_many([self.prompt_text(p) for p in problems])
+
     def _decode_one(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id])
 
@@ -60,7 +71,8 @@ class _Format:
         if not tail:
             return False
         text, before = "".join(tail), "".join(tail[:-1])
-        return self.sep in tail[-1] or (text.rstrip(" ").endswith(self.sep) and not before.rstrip(" ").endswith(self.sep))
+        completes = text.rstrip(" ").endswith(self.sep) and not before.rstrip(" ").endswith(self.sep)
+        return self.sep in tail[-1] or completes
 
     def keyword_ids(self, keywords) -> list[int]:
         """Every vocabulary id whose text is one of the keywords, in any case and with or without a
@@ -132,6 +144,22 @@ class _Format:
         after a prefilled (possibly compressed) thinking span."""
         return self.prompt_ids(problem) + self.encode(f"{thinking}{self.close}")
 
+    def prefill_ids_many(self, problems: list[str], thinkings: list[str]) -> list[list[int]]:
+        """prefill_ids of every (problem, thinking) pair."""
+        closed = self.encode_many([f"{thinking}{self.close}" for thinking in thinkings])
+        return [prompt + rest for prompt, rest in zip(self.prompt_ids_many(problems), closed)]
+
+    def training_example(self, problem: str, thinking: str, answer: str) -> tuple[list[int], int]:
+        """(ids of prompt + thinking + answer + eos, prompt length): the loss covers what follows the prompt."""
+        return self.training_examples([problem], [thinking], [answer])[0]
+
+    def training_examples(self, problems: list[str], thinkings: list[str], answers: list[str]) -> list[tuple]:
+        """training_example of every (problem, thinking, answer), encoded in two tokenizer calls."""
+        prompts = self.prompt_ids_many(problems)
+        completions = self.encode_many([self.completion_text(t, a) for t, a in zip(thinkings, answers)])
+        eos = self.tokenizer.eos_token_id
+        return [(prompt + rest + [eos], len(prompt)) for prompt, rest in zip(prompts, completions)]
+
     def answer_after_prefill(self, generated: list[int]) -> str:
         eos = self.tokenizer.eos_token_id
         generated = generated[: generated.index(eos)] if eos in generated else generated
@@ -144,14 +172,11 @@ class TagFormat(_Format):
     close = f" {END_THINK} ans"
     answer_tokens = 1
 
-    def prompt_ids(self, problem: str) -> list[int]:
-        return self.encode(f"{problem} {THINK}")
+    def prompt_text(self, problem: str) -> str:
+        return f"{problem} {THINK}"
 
-    def training_example(self, problem: str, thinking: str, answer: str) -> tuple[list[int], int]:
-        """(ids of prompt + thinking + answer + eos, prompt length): the loss covers what follows the prompt."""
-        prompt = self.prompt_ids(problem)
-        rest = self.encode(f"{thinking} {END_THINK} ans {answer}") + [self.tokenizer.eos_token_id]
-        return prompt + rest, len(prompt)
+    def completion_text(self, thinking: str, answer: str) -> str:
+        return f"{thinking} {END_THINK} ans {answer}"
 
     @staticmethod
     def extract(text: str) -> str:
@@ -174,18 +199,16 @@ class ChatFormat(_Format):
         super().__init__(tokenizer)
         self.system, self.user, self.answer_tokens = system, user, int(answer_tokens)
 
-    def prompt_ids(self, problem: str) -> list[int]:
+    def prompt_text(self, problem: str) -> str:
         messages = ([{"role": "system", "content": self.system}] if self.system else []) + [
             {"role": "user", "content": self.user.format(problem=problem)}]
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         if not text.rstrip().endswith(THINK):   # R1-distill templates open <think>; older ones do not
             text += f"{THINK}\n"
-        return self.encode(text)
+        return text
 
-    def training_example(self, problem: str, thinking: str, answer: str) -> tuple[list[int], int]:
-        prompt = self.prompt_ids(problem)
-        rest = self.encode(f"{thinking}{self.close}The final answer is $\\boxed{{{answer}}}$.")
-        return prompt + rest + [self.tokenizer.eos_token_id], len(prompt)
+    def completion_text(self, thinking: str, answer: str) -> str:
+        return f"{thinking}{self.close}The final answer is $\\boxed{{{answer}}}$."
 
     @staticmethod
     def extract(text: str) -> str:

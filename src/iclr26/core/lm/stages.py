@@ -11,8 +11,8 @@ load_model         a fine-tuned save (save_finetuned), else model.source (full s
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 

@@ -3,7 +3,8 @@
 Every source ends up as `images.npz` holding
     x_train  uint8  N x 3 x H x W      y_train  int64  N
     x_test   uint8  M x 3 x H x W      y_test   int64  M
-so prepare, train and evaluate never care where the images came from.
+so prepare, train and evaluate never care where the images came from. Prepare normalises them and
+writes one float32 `.npy` file per array (`save_prepared` / `load_prepared`).
 
 Sources (config `data.images.source`):
   motif_pairs  the card's tiny task (card 01, section 6), drawn from seeded generators;
@@ -19,12 +20,16 @@ combine information across patches. The motif bank is fixed by `motif_seed`; the
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import pickle
 import tarfile
 from pathlib import Path
 
 import numpy as np
+
+from iclr26.core.errors import DataError
+from iclr26.core.io import atomic_path
 
 # uint8 storage of the float images: pixel = round(value * SCALE + OFFSET). The range +-6.4 covers
 # 3.4 standard deviations of noise + motif (sqrt(1.6^2 + 1^2)); the step (0.05) is far below the noise.
@@ -100,7 +105,10 @@ def read_cifar10(archive: Path) -> dict[str, np.ndarray]:
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
 
 
-# ----------------------------------------------------------------------------- prepare + stream
+# ----------------------------------------------------------------------------- prepare
+PREPARED = ("train_x", "train_y", "test_x", "test_y")
+
+
 def channel_stats(x_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel mean and std of the training images (float64, in uint8 units)."""
     pixels = x_train.transpose(1, 0, 2, 3).reshape(x_train.shape[1], -1).astype(np.float64)
@@ -111,6 +119,30 @@ def normalise(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     return ((x.astype(np.float32) - mean[None, :, None, None]) / std[None, :, None, None]).astype(np.float32)
 
 
+def prepared_arrays(raw: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict]:
+    """Images normalised by the training pool's per-channel mean/std, and the stats of the split."""
+    mean, std = channel_stats(raw["x_train"])
+    arrays = {f"{split}_x": normalise(raw[f"x_{split}"], mean, std) for split in ("train", "test")}
+    arrays.update({f"{split}_y": raw[f"y_{split}"] for split in ("train", "test")})
+    stats = {"mean": mean.tolist(), "std": std.tolist(), "n_train": len(raw["y_train"]),
+             "n_test": len(raw["y_test"]), "train_class_counts": np.bincount(raw["y_train"]).tolist()}
+    return arrays, stats
+
+
+def save_prepared(directory: Path, arrays: dict[str, np.ndarray]) -> None:
+    # one .npy per array, not an .npz: a large training pool is then memory-mapped, not read whole
+    for name in PREPARED:
+        with atomic_path(directory / f"{name}.npy") as tmp, open(tmp, "wb") as handle:
+            np.save(handle, arrays[name], allow_pickle=False)  # a handle: np.save would append .npy
+
+
+def load_prepared(directory: Path) -> dict[str, np.ndarray]:
+    if not all((directory / f"{name}.npy").exists() for name in PREPARED):
+        raise DataError(f"{directory} has no prepared data; run the prepare stage first")
+    return {name: np.load(directory / f"{name}.npy", mmap_mode="r") for name in PREPARED}
+
+
+# ----------------------------------------------------------------------------- the training stream
 def batch_indices(n_pool: int, batch_size: int, seed: int, step: int) -> np.ndarray:
     """Pool indices of training batch `step` for `seed`: a pure function of (seed, step).
 
@@ -118,10 +150,17 @@ def batch_indices(n_pool: int, batch_size: int, seed: int, step: int) -> np.ndar
     the step to continue the same stream. At tiny scale steps * batch <= pool: one epoch, so
     every sample is seen once (the card's streaming regime, no repeated data).
     """
-    per_epoch = n_pool // batch_size
-    epoch, index = divmod(step, per_epoch)
+    epoch, index = divmod(step, n_pool // batch_size)
+    return epoch_order(n_pool, seed, epoch)[index * batch_size:(index + 1) * batch_size]
+
+
+@functools.lru_cache(maxsize=2)
+def epoch_order(n_pool: int, seed: int, epoch: int) -> np.ndarray:
+    """The seeded permutation of the pool for one epoch (read-only). Cached: every step of the epoch
+    slices the same permutation, drawn once instead of once per step."""
     order = np.random.default_rng([seed, epoch]).permutation(n_pool)
-    return order[index * batch_size:(index + 1) * batch_size]
+    order.flags.writeable = False
+    return order
 
 
 def augment(x: np.ndarray, seed: int, step: int, pad: int = 4) -> np.ndarray:

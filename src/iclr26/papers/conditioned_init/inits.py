@@ -96,7 +96,8 @@ def conditioned_(att: Attention) -> None:
     _zero_qkv_biases(att)
 
 
-def mimetic_factors(dim: int, alpha: float, beta: float, sign: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def mimetic_factors(dim: int, alpha: float, beta: float,
+                    sign: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Draw M = alpha Z + sign * beta I with Z ~ N(0, 1/dim); return (L, R, M) with L R = M.
 
     L = U sqrt(S), R = sqrt(S) V^T from the SVD M = U S V^T; L[:, :k] R[:k] is then the best

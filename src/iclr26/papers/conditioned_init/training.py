@@ -1,12 +1,16 @@
-"""Training of one init method over its (regime, seed) runs, with checkpoint and resume.
+"""Training of one init method's (regime, seed) runs, with checkpoint and resume.
 
 Imported only by the train stage, so acquire, prepare and evaluate never import torch (2 s each).
 Each run: seed torch, build the ViT from config, apply the init, measure kappa(J) at init on test
-image 0, train with AdamW on the seeded data stream, write losses, test logits and weights.
+image 0, train with AdamW on the seeded data stream, save losses, test logits and weights.
+
+Data parallel (core.distributed): under `accelerate launch` every process runs every run in
+lock-step, each on its shard of every global batch; DDP averages the gradients. Only the main
+process writes files.
 """
 from __future__ import annotations
 
-import os
+import functools
 import signal
 import time
 
@@ -16,17 +20,14 @@ import torch.nn.functional as F
 
 from iclr26.core.checkpoint import rng_state, set_rng_state
 from iclr26.core.distributed import DataParallel
-from iclr26.core.io import atomic_path
+from iclr26.core.io import atomic_path, save_arrays
+from iclr26.core.runtime import pick_device
 
-from . import data as D
-from .experiment import DATASET, _save_npz, load_prepared, run_key, runs_of
+from . import data
+from .analysis import run_file
 from .inits import initialise
 from .jacobian import vit_first_layer_kappa
 from .model import build_model, logits
-
-# Test hook: called as after_step(run_key, completed_steps) inside the training loop. The
-# kill-and-resume test sends SIGTERM from it; it is None in every pipeline run.
-after_step = None
 
 
 class Preempted(RuntimeError):
@@ -43,11 +44,11 @@ def make_schedule(optimizer, regime: dict):
     raise ValueError(f"unknown schedule {regime['schedule']!r}")
 
 
-def train_batch(arrays: dict, tc: dict, augment: bool, seed: int, step: int, device: str):
-    idx = np.sort(D.batch_indices(len(arrays["train_y"]), tc["batch_size"], seed, step))  # sorted: faster mmap reads
+def train_batch(arrays: dict, batch_size: int, augment: bool, seed: int, step: int, device: str):
+    idx = np.sort(data.batch_indices(len(arrays["train_y"]), batch_size, seed, step))  # sorted: faster mmap reads
     x = np.asarray(arrays["train_x"][idx])
     if augment:
-        x = D.augment(x, seed, step)
+        x = data.augment(x, seed, step)
     return torch.from_numpy(x).to(device), torch.from_numpy(np.asarray(arrays["train_y"][idx])).to(device)
 
 
@@ -71,90 +72,81 @@ class Classifier(torch.nn.Module):
         return logits(self.model, pixel_values, self.pool)
 
 
-def train_run(job, dp: DataParallel, ckpt, state: dict, regime_name: str, seed: int, arrays: dict) -> dict:
-    """Train one (regime, seed) run of job.method, resuming from state['current'] if it is this run.
-    Under `accelerate launch` each process takes its shard of every global batch (data parallel)."""
-    cfg, tc, device = job.cfg, job.cfg["train"], str(dp.device)
-    regime, pool = tc["regimes"][regime_name], cfg["model"]["pool"]
-    key = run_key(regime_name, seed)
-    augment = bool(cfg["data"][DATASET].get("augment", False))
+class Trainer:
+    """What the runs of one train job share: the prepared data, the processes, the checkpointer.
 
-    torch.manual_seed(seed)  # same seed -> same default init of every non-attention weight, for all methods
-    model = build_model(cfg["model"], depth=regime["depth"])
-    initialise(model, job.method, cfg["init"].get(job.method))
-    model.to(device).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=regime["lr"], weight_decay=tc["weight_decay"],
-                                  betas=tuple(tc["betas"]))
-    net, optimizer = dp.prepare(Classifier(model, pool), optimizer)
-    schedule = make_schedule(optimizer, regime)
+    Use as a context manager: on success the job's checkpoint is deleted (the unit results and
+    model_*.pt files hold everything), and the SIGTERM handler of the checkpointer is undone."""
 
-    resume = state.get("current")
-    if resume and resume["key"] == key:
-        model.load_state_dict(resume["model"])
-        optimizer.load_state_dict(resume["optimizer"])
-        schedule.load_state_dict(resume["schedule"])
-        set_rng_state(resume["rng"])
-        losses, kappa, start, wall = list(resume["losses"]), resume["kappa"], resume["step"], resume["wall_s"]
-        job.log(f"{key}: resumed at step {start}")
-    else:
-        kappa = vit_first_layer_kappa(model, torch.from_numpy(np.array(arrays["test_x"][0])).to(device),
-                                      cfg["eval"].get("kappa_max_tokens"))
-        losses, start, wall = [], 0, 0.0
+    def __init__(self, job, arrays: dict, augment: bool):
+        self.job, self.cfg, self.arrays, self.augment = job, job.cfg, arrays, augment
+        self.dp = DataParallel(pick_device(job.cfg.get("device")))
+        self.device = str(self.dp.device)
+        self._previous_sigterm = signal.getsignal(signal.SIGTERM)
+        self.ckpt = job.checkpointer()  # installs its own SIGTERM handler
+        self.resume = self.ckpt.load()  # the run that was interrupted, if any
 
-    def snapshot(step: int) -> dict:
-        current = {"key": key, "step": step, "model": dp.unwrap(net).model.state_dict(),
-                   "optimizer": optimizer.state_dict(),
-                   "schedule": schedule.state_dict(), "rng": rng_state(), "losses": list(losses),
-                   "kappa": kappa, "wall_s": wall + time.time() - started}
-        return {**state, "current": current}
+    def __enter__(self) -> Trainer:
+        return self
 
-    started = time.time()
-    for step in range(start, regime["steps"]):
-        x, y = dp.shard(*train_batch(arrays, tc, augment, seed, step, device))
-        loss = F.cross_entropy(net(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        dp.backward(loss)
-        optimizer.step()
-        schedule.step()
-        losses.append(dp.mean(loss.item()))  # the loss of the whole global batch
-        job.log(f"{key}: step {step + 1}/{regime['steps']} loss {losses[-1]:.3f}", every_s=30)
-        if after_step is not None:
-            after_step(key, step + 1)
-        if ckpt.maybe_save(step + 1, lambda: snapshot(step + 1), stop=dp.stop_agreed(ckpt.stop_requested)):
-            raise Preempted(f"{job.method} {key}: stopped by SIGTERM at step {step + 1}, checkpoint saved")
+    def __exit__(self, error_type, error, traceback) -> None:
+        signal.signal(signal.SIGTERM, self._previous_sigterm)  # in-process jobs (tests) run one after another
+        if error_type is None:
+            self.ckpt.clear()
 
-    wall += time.time() - started
-    if dp.is_main:  # one process predicts and writes; the others have the same weights
-        test_logits = predict(model, arrays["test_x"], pool, cfg["eval"]["batch_size"], device)
-        _save_npz(job.out_dir / f"run_{key}.npz", {"losses": np.asarray(losses, dtype=np.float64),
-                                                    "test_logits": test_logits, "kappa": np.float64(kappa)})
-        with atomic_path(job.out_dir / f"model_{key}.pt") as tmp:
-            torch.save(model.state_dict(), tmp)
-    dp.wait()
-    return {"kappa_J_init": kappa, "final_train_loss": float(np.mean(losses[-10:])), "wall_s": round(wall, 3)}
+    def run(self, key: str, regime_name: str, seed: int) -> dict:
+        """Train one (regime, seed) run of job.method, resuming from the checkpoint if it is this run's."""
+        cfg, tc, dp, device = self.cfg, self.cfg["train"], self.dp, self.device
+        regime, pool = tc["regimes"][regime_name], cfg["model"]["pool"]
 
+        torch.manual_seed(seed)  # same seed -> same default init of every non-attention weight, for all methods
+        model = build_model(cfg["model"], depth=regime["depth"])
+        initialise(model, self.job.method, cfg["init"].get(self.job.method))
+        model.to(device).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=regime["lr"], weight_decay=tc["weight_decay"],
+                                      betas=tuple(tc["betas"]))
+        net, optimizer = dp.prepare(Classifier(model, pool), optimizer)
+        schedule = make_schedule(optimizer, regime)
 
-def train_method(job) -> dict:
-    # torch is imported here, after the core configured torch (it does so only if the stage module
-    # imported it): one thread per job as the core set in OMP_NUM_THREADS, and no denormals, which
-    # slow the std-0.02 init ~10x on CPU
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    torch.set_flush_denormal(True)
-    arrays = load_prepared(job.prepared_dir(DATASET))
-    dp = DataParallel(job.cfg.get("device", "cpu"))
-    previous_handler = signal.getsignal(signal.SIGTERM)
-    ckpt = job.checkpointer()
-    try:
-        state = ckpt.load() or {"completed": {}, "current": None}
-        for regime_name, seed in runs_of(job.cfg, job.method, job.seeds):
-            key = run_key(regime_name, seed)
-            if key in state["completed"]:
-                continue
-            state["completed"][key] = train_run(job, dp, ckpt, state, regime_name, seed, arrays)
-            state["current"] = None
-            ckpt.save(state)  # a finished run is never trained again after a restart
-            job.log(f"{key}: done ({state['completed'][key]['wall_s']:.1f}s)")
-    finally:
-        signal.signal(signal.SIGTERM, previous_handler)
-    ckpt.clear()  # metrics.json now marks completion; the weights are in model_*.pt
-    return {"runs": state["completed"]}
+        saved, self.resume = self.resume, None
+        if saved and saved["key"] == key:
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            schedule.load_state_dict(saved["schedule"])
+            set_rng_state(saved["rng"])
+            losses, kappa, start, wall = list(saved["losses"]), saved["kappa"], saved["step"], saved["wall_s"]
+            self.job.log(f"{key}: resumed at step {start}")
+        else:
+            image = torch.from_numpy(np.array(self.arrays["test_x"][0])).to(device)
+            kappa = vit_first_layer_kappa(model, image, cfg["eval"].get("kappa_max_tokens"))
+            losses, start, wall = [], 0, 0.0
+
+        def snapshot(step: int) -> dict:
+            return {"key": key, "step": step, "model": dp.unwrap(net).model.state_dict(),
+                    "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(), "rng": rng_state(),
+                    "losses": list(losses), "kappa": kappa, "wall_s": wall + time.time() - started}
+
+        started = time.time()
+        for step in range(start, regime["steps"]):
+            x, y = dp.shard(*train_batch(self.arrays, tc["batch_size"], self.augment, seed, step, device))
+            loss = F.cross_entropy(net(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            dp.backward(loss)
+            optimizer.step()
+            schedule.step()
+            losses.append(dp.mean(loss.item()))  # the loss of the whole global batch
+            self.job.log(f"{key}: step {step + 1}/{regime['steps']} loss {losses[-1]:.3f}", every_s=30)
+            stop = dp.stop_agreed(self.ckpt.stop_requested)  # every process stops at the same step
+            if self.ckpt.maybe_save(step + 1, functools.partial(snapshot, step + 1), stop=stop):
+                raise Preempted(f"{self.job.method} {key}: stopped by SIGTERM at step {step + 1}, checkpoint saved")
+        wall += time.time() - started
+
+        if dp.is_main:  # one process predicts and writes; the others hold the same weights
+            test_logits = predict(model, self.arrays["test_x"], pool, cfg["eval"]["batch_size"], device)
+            save_arrays(self.job.out_dir / run_file(key), losses=np.asarray(losses, dtype=np.float64),
+                        test_logits=test_logits, kappa=np.float64(kappa))
+            with atomic_path(self.job.out_dir / f"model_{key}.pt") as tmp:
+                torch.save(model.state_dict(), tmp)
+        dp.wait()
+        self.job.log(f"{key}: done ({wall:.1f}s)")
+        return {"kappa_J_init": kappa, "final_train_loss": float(np.mean(losses[-10:])), "wall_s": round(wall, 3)}

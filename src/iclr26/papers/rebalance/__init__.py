@@ -8,5 +8,6 @@ PAPER = Paper(
     methods=("original", "keyword_suppression", "static_steering", "rebalance"),  # table rows, in order
     datasets=("math",),
     metrics=("accuracy", "acc_hard", "thinking_tokens", "len_correct", "len_incorrect", "errors_fixed", "reflections"),
-    stage_module="iclr26.papers.rebalance.experiment",
+    stage_module="iclr26.papers.rebalance.stages",
+    gpu_stages=("prepare", "evaluate"),   # prepare calibrates (one pass, shared by both steering arms); train is numpy
 )

@@ -26,6 +26,8 @@ import math
 
 import numpy as np
 
+STEERED = ("static_steering", "rebalance")   # the arms that shift the hidden state
+
 
 def step_confidence(logprobs) -> float:
     return float(math.exp(np.mean(logprobs)))
@@ -116,3 +118,14 @@ class Controller:
         value = (self.baseline(c) + (self.low2 - self.baseline(self.q25c)) * w_low
                  + (self.high2 - self.baseline(1.0)) * w_high)
         return float(min(max(value, min(self.low1, self.low2)), max(0.01, self.high2)))
+
+
+def steering_rule(arm: str, cal: dict, method: dict) -> dict:
+    """What a steering arm applies at a step boundary, from its seed's calibration: static_steering
+    the constant alpha = low_val_1; rebalance the control function, whose slope k is fitted here."""
+    if arm == "static_steering":
+        return {"arm": arm, "alpha": cal["low_val_1"]}
+    controller = Controller(cal, method["slope"], method["high_val_2"])
+    return {"arm": arm, "k": controller.k, "gm": controller.gm, "F_q25c": controller.baseline(controller.q25c),
+            "F_1": controller.baseline(1.0), "alpha_min": min(controller.low1, controller.low2),
+            "alpha_max": max(0.01, controller.high2)}

@@ -6,8 +6,13 @@ minimises the mean squared Bellman error; the follower minimises the *variance* 
 with the leader frozen, on a faster timescale (larger learning rate). Compared here with monolithic
 DQN, DQN with per-layer learning rates at SCORER's ratio, and SCORER with an MSBE follower.
 
-Tiny scale: CartPole-v1, CartPole with 28 i.i.d. N(0,1) distractor dimensions, Acrobot-v1
-(gymnasium). Full scale maps the three dataset slots onto MinAtar games (see config).
+Three environment slots, named by their role at every scale (each has a per-scale `label`):
+    headline  the environment of every ablation claim   tiny: CartPole-v1         full: MinAtar Breakout
+    second    a second environment                        tiny: CartPole + 28 N(0,1) distractor dims
+                                                                                   full: MinAtar SpaceInvaders
+    third     a third environment                         tiny: Acrobot-v1          full: MinAtar Asterix
+Modules: envs (gymnasium envs and their check), networks, replay, agents (the four methods),
+training (the loop and its metrics), plots, stages (the pipeline's stage functions).
 """
 from iclr26.core.paper import Paper
 
@@ -17,7 +22,7 @@ PAPER = Paper(
     arxiv="2508.07452",
     code="https://github.com/fernando-ml/SCORER",
     methods=("dqn", "dqn_per_layer_lr", "scorer_msbe", "scorer"),
-    datasets=("cartpole", "cartpole_distractor", "acrobot"),
+    datasets=("headline", "second", "third"),
     metrics=("final_return", "auc"),
-    stage_module="iclr26.papers.scorer.experiment",
+    stage_module="iclr26.papers.scorer.stages",
 )

@@ -4,7 +4,7 @@ Every environment here is a gymnasium VectorEnv with gymnasium's default NEXT_ST
 the step after an episode ends (terminated or truncated) resets that sub-env, ignores its action
 and returns its first observation with reward 0. The training loop drops that transition.
 
-Implementations (config `data.envs.<dataset>.impl`):
+Implementations (config `data.<slot>.impl`):
     native   gymnasium.make_vec(id, vectorization_mode="vector_entry_point") - CartPole's own
              numpy-vectorised env (~0.1 ms per step for 64 envs)
     batched  AcrobotVectorEnv below: gymnasium's Acrobot equations (book dynamics, RK4, dt 0.2)
@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+import pickle
 from typing import Any
 
 import gymnasium as gym
@@ -171,7 +172,7 @@ def register_minatar(env_id: str) -> None:
 
 
 def make_vec_env(spec: dict, num_envs: int) -> VectorEnv:
-    """The vector env of one dataset slot: `spec` = data.envs.<dataset> of the config."""
+    """The vector env of one dataset slot: `spec` = data.<slot> of the config."""
     env_id, impl = spec["env_id"], spec.get("impl", "native")
     if env_id.startswith("MinAtar/"):
         register_minatar(env_id)
@@ -184,7 +185,7 @@ def make_vec_env(spec: dict, num_envs: int) -> VectorEnv:
     elif impl == "sync":  # = gym.make_vec(id, vectorization_mode="sync"), with picklable env makers
         env = gym.vector.SyncVectorEnv([functools.partial(gym.make, env_id) for _ in range(num_envs)])
     else:
-        raise ConfigError(f"data.envs impl must be native, batched or sync, not {impl!r}")
+        raise ConfigError(f"data.<slot>.impl must be native, batched or sync, not {impl!r}")
     if spec.get("distractor_dims", 0):
         env = DistractorDims(env, spec["distractor_dims"])
     return env
@@ -201,6 +202,7 @@ def describe(spec: dict) -> dict[str, Any]:
     reg = gym.spec(spec["env_id"])
     info = {
         "env_id": spec["env_id"],
+        "source": spec.get("source"),
         "gymnasium_version": gym.__version__,
         "entry_point": str(reg.entry_point),
         "vector_entry_point": str(reg.vector_entry_point) if reg.vector_entry_point else None,
@@ -219,6 +221,40 @@ def describe(spec: dict) -> dict[str, Any]:
 
 def obs_dim(env: VectorEnv) -> int:
     return int(np.prod(env.single_observation_space.shape))
+
+
+# ----------------------------------------------------------------------------- state for checkpoints
+def env_state(env: VectorEnv) -> dict[str, Any]:
+    """What a vector env carries from one step to the next, as numpy arrays and plain data."""
+    state = {}
+    if isinstance(env, DistractorDims):
+        state["noise_rng"] = env.noise_rng.bit_generator.state
+        env = env.env
+    if isinstance(env, gym.vector.SyncVectorEnv):
+        # MinAtar (full scale) keeps its games' state in Python objects: they go in pickled
+        state["pickled_env"] = np.frombuffer(pickle.dumps(env), dtype=np.uint8)
+    else:  # CartPoleVectorEnv, AcrobotVectorEnv: arrays, and the generator of their resets
+        state.update(state=np.array(env.state), steps=env.steps.copy(), prev_done=env.prev_done.copy(),
+                     np_random=env.np_random.bit_generator.state)
+    return state
+
+
+def restore_env_state(env: VectorEnv, state: dict[str, Any]) -> VectorEnv:
+    """Put `env` (made by make_vec_env from the same spec) in `state`; returns the env to step."""
+    outer = env
+    if isinstance(env, DistractorDims):
+        env.noise_rng.bit_generator.state = state["noise_rng"]
+        env = env.env
+    if "pickled_env" in state:
+        restored = pickle.loads(np.asarray(state["pickled_env"]).tobytes())
+        if outer is env:
+            return restored
+        outer.env = restored
+        return outer
+    env.state = np.array(state["state"])
+    env.steps, env.prev_done = np.array(state["steps"]), np.array(state["prev_done"])
+    env.np_random.bit_generator.state = state["np_random"]
+    return outer
 
 
 # ----------------------------------------------------------------------------- check vs gymnasium
@@ -291,3 +327,20 @@ def check_against_gymnasium(spec: dict, n_steps: int, num_envs: int = 8, seed: i
         r.close()
     return {"steps": n_steps, "num_envs": num_envs, "max_abs_deviation": max_dev,
             "flag_mismatches": mismatches, "terminations": terminations, "truncations": truncations}
+
+
+def check_training_env(spec: dict, steps: int, num_envs: int, tolerance: float) -> dict:
+    """prepare's check of one slot: the training env stepped beside gymnasium.make(env_id), and the
+    moments of the distractor dimensions (N(0, 1), appended after the env's own)."""
+    check = check_against_gymnasium(spec, steps, num_envs)
+    dims = int(spec.get("distractor_dims", 0))
+    if dims:
+        env = make_vec_env(spec, 64)
+        obs, _ = env.reset(seed=0)
+        noise = np.concatenate([obs[:, -dims:]] + [env.step(np.zeros(64, dtype=np.int64))[0][:, -dims:]
+                                                   for _ in range(20)])
+        check["distractor_mean"], check["distractor_std"] = float(noise.mean()), float(noise.std())
+        check["obs_dim"] = obs_dim(env)
+    check["tolerance"] = tolerance
+    check["passed"] = check["max_abs_deviation"] <= tolerance and check["flag_mismatches"] == 0
+    return check

@@ -8,7 +8,8 @@ PAPER = Paper(
     code="https://github.com/staymylove/COT_Compresstion_via_Step_entropy",
     methods=("full_cot", "low_entropy", "random", "high_entropy"),  # table rows, in order
     datasets=("reasoning", "filler_weakness"),  # the headline task and the card's weakness row
-    metrics=("accuracy", "acc_drop", "thinking_tokens", "necessary_kept", "score_comp", "score_redundant", "skip_ratio", "comp_steps"),
-    stage_module="iclr26.papers.step_entropy.experiment",
+    metrics=("accuracy", "acc_drop", "thinking_tokens", "necessary_kept", "score_comp", "score_redundant",
+             "skip_ratio", "comp_steps"),
+    stage_module="iclr26.papers.step_entropy.stages",
     gpu_stages=("prepare", "train", "evaluate"),   # prepare writes the model's own traces (one pass, shared)
 )

@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from iclr26.core.lm.tokenizer import SKIP
+
 RULES = ("low_entropy", "random", "high_entropy")
 
 
@@ -45,7 +47,7 @@ def masked_steps(scores: list[float], kappa: float, rule: str, rng: np.random.Ge
     raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
 
 
-def compress(steps: list[str], masked: set[int], skip: str) -> list[str]:
+def compress(steps: list[str], masked: set[int], skip: str = SKIP) -> list[str]:
     return [skip if i in masked else step for i, step in enumerate(steps)]
 
 

@@ -1,0 +1,58 @@
+"""How each arm of card 03 samples its traces (Phase C, online).
+
+original             the model as it is
+keyword_suppression  NoWait-like: the reflection keywords can never be sampled
+static_steering      SEAL-like: at every step boundary inside <think>, h <- h + alpha v with the
+                     calibrated alpha = low_val_1 (the push that moves the positive mean across)
+rebalance            the same push with alpha from the control function of the step just finished:
+                     its confidence c (mean max-prob of its tokens) and var = (c - c_prev)^2 / 4
+
+The official code adds its steering vector to hidden_states[layer], the input of decoder layer
+`layer` (modeling_qwen2_dynamic_3D.py), which is what core.lm.hooks shifts.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from iclr26.core.lm import generate as generation
+from iclr26.core.lm.hooks import LayerHook
+
+from . import control
+from .control import STEERED
+
+
+def sample(model, fmt, rows: list[dict], cfg: dict, seed: int, arm: str, steering: dict | None = None,
+           temperature: float | None = None):
+    """Sample the thinking of every row under one arm (at eval.temperature unless given); returns the
+    Generation. `steering` (the calibration: vector, low_val_1, quartiles) is needed by the steered arms."""
+    tokenizer = fmt.tokenizer
+    prompts = fmt.prompt_ids_many([r["problem"] for r in rows])
+    settings = cfg["eval"]
+    kwargs = dict(max_new_tokens=settings["max_new_tokens"], top_p=settings.get("top_p", 1.0), seed=seed,
+                  temperature=settings["temperature"] if temperature is None else temperature,
+                  batch_size=settings.get("batch_size", 512))
+    if arm == "keyword_suppression":   # NoWait-like: the reflection keywords can never be sampled
+        kwargs["banned"] = fmt.keyword_ids(cfg["method"]["keywords"])
+    if arm not in STEERED:
+        return generation.generate(model, prompts, tokenizer.pad_token_id, tokenizer.eos_token_id, **kwargs)
+    end_think = fmt.end_think_id
+    controller = control.Controller(steering, cfg["method"]["slope"], cfg["method"]["high_val_2"])
+    vector = np.asarray(steering["vector"], dtype=np.float32)
+    state = {}  # row -> (position where the current step started, confidence of the previous step)
+
+    def before_token(rows_idx, last, gen):
+        alphas = np.zeros(len(rows_idx))
+        for b, row in enumerate(rows_idx):
+            tokens = gen.tokens[row]
+            if not fmt.ends_step(tokens) or end_think in tokens:   # steer only at boundaries inside <think>
+                continue
+            start, c_prev = state.get(row, (0, None))
+            c = float(np.mean(gen.maxprob[row][start:-1])) if len(tokens) - 1 > start else 1.0
+            var = control.variance_proxy(c, c_prev)
+            alphas[b] = steering["low_val_1"] if arm == "static_steering" else controller.alpha(c, var)
+            state[row] = (len(tokens), c)
+        hook.set_shift(alphas, vector)
+
+    with LayerHook(model, cfg["method"]["layer"]) as hook:
+        return generation.generate(model, prompts, tokenizer.pad_token_id, tokenizer.eos_token_id,
+                                   before_token=before_token, **kwargs)

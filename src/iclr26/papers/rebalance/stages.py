@@ -1,0 +1,100 @@
+"""Stages of card 03, "Efficient Reasoning with Balanced Thinking" (ReBalance, arXiv 2603.12372).
+
+acquire   tiny: chain-arithmetic problems whose teacher traces carry the paper's premises (errors
+          fixed by a reflection step, redundant re-checks mostly on easy problems, unfixed errors on
+          hard ones), split into train / calibration ("seen") / test; full: the benchmark and
+          calibration files of the config; both as {problem, answer} rows (core.lm.stages.acquire).
+prepare   the reasoning model and its calibration, which both steering arms share. tiny: the
+          tokenizer and, per seed, a Qwen2 trained from scratch on the teacher traces (full:
+          model.source). Then, per seed, Phase A/B (calibration.py): the model writes traces on the
+          calibration set; steps get confidences and layer-l states; the prototypes give the
+          steering vector, its LDA magnitudes and the quartiles.
+train     ReBalance is training-free; a steering arm turns the seed's calibration into its rule
+          (static_steering: alpha = low_val_1 at every boundary; rebalance: the control function
+          fitted to the quartiles, control.py). original / keyword_suppression: nothing.
+evaluate  every arm samples the test traces (temperature 0.7) and is scored (scoring.py): accuracy
+          (all and on hard problems), thinking tokens, lengths of correct and incorrect traces,
+          errors fixed.
+
+The modules that use torch (calibration, arms, core.lm.stages) are imported inside the stage
+functions: tabulate imports this module for `figures` and needs no torch.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from iclr26.core.io import read_json, read_jsonl, write_json
+
+from . import control
+from .control import STEERED
+
+DATASET = "math"
+
+
+def acquire(job) -> dict:
+    from iclr26.core.lm.stages import acquire as acquire_problems
+
+    return acquire_problems(job, ("train", "calibration", "test"))
+
+
+def prepare(job) -> dict:
+    from iclr26.core.lm.stages import load_model, train_base_models
+
+    from .calibration import calibrate
+
+    info = {}
+    if not job.cfg["model"].get("source"):
+        info = train_base_models(job, teacher_examples)
+    rows = read_jsonl(job.raw_dir() / "calibration.jsonl")
+    seeds = {f"calibration_s{seed}": seed for seed in job.cfg["seeds"]}
+
+    def calibrate_one(key: str) -> dict:
+        model, fmt = load_model(job, seeds[key], base_dir=job.out_dir)
+        calibration = calibrate(model, fmt, rows, job.cfg, seeds[key])
+        write_json(job.out_dir / f"{key}.json", calibration)
+        return {k: v for k, v in calibration.items() if k != "vector"}
+
+    return {**info, **job.units(seeds, calibrate_one)}
+
+
+def teacher_examples(fmt, rows: list[dict], seed: int) -> list:
+    """The base model learns the teacher traces as written (errors, fixes and re-checks included)."""
+    return fmt.training_examples([r["problem"] for r in rows], [r["trace"] for r in rows],
+                                 [r["trace_answer"] for r in rows])
+
+
+def train(job) -> dict:
+    if job.method not in STEERED:
+        return {"note": f"{job.method}: training-free, no steering"}
+    seeds = {f"s{seed}": seed for seed in job.seeds}
+
+    def steering_rule(key: str) -> dict:
+        calibration = read_json(job.prepared_dir(DATASET) / f"calibration_{key}.json")
+        rule = control.steering_rule(job.method, calibration, job.cfg["method"])
+        write_json(job.out_dir / f"steering_{key}.json", {**calibration, **rule})
+        return rule
+
+    return job.units(seeds, steering_rule)
+
+
+def evaluate(job) -> dict:
+    from iclr26.core.lm.stages import load_model
+
+    from .arms import sample
+    from .scoring import score
+
+    rows = read_jsonl(job.raw_dir(DATASET) / "test.jsonl")
+    records = []
+    for seed in job.seeds:
+        model, fmt = load_model(job, seed, base_dir=job.prepared_dir(DATASET))
+        steering = read_json(job.out_dir / f"steering_s{seed}.json") if job.method in STEERED else None
+        gen = sample(model, fmt, rows, job.cfg, seed, job.method, steering)
+        records.append({"seed": seed, **score(job.cfg, DATASET, fmt, rows, gen.tokens)})
+    return {"records": records}
+
+
+def figures(cfg: dict, records, out_dir) -> list[Path]:
+    from . import PAPER
+    from .plots import accuracy_vs_thinking_tokens
+
+    return [accuracy_vs_thinking_tokens(records, PAPER.methods, out_dir)]

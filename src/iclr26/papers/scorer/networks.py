@@ -1,0 +1,137 @@
+"""The two players' networks, batched over seeds, with a hand-written backward pass.
+
+perception (the follower)  z = f_phi(s)       classic: Linear(obs, 64) + tanh           (Table 12)
+                                              minatar: L1Norm -> 2 x (Linear + ReLU) -> L1Norm
+control    (the leader)    Q_theta(z, .)      Linear(latent, hidden) + act -> Linear(hidden, A)
+
+Every tensor carries a leading seed axis S: S independent networks run as one batched matmul.
+
+Why a hand-written backward: at the tiny scale a batch is [8 seeds, 64, 4..32] and autograd's
+per-node bookkeeping cost more than the arithmetic (~40% of an update). Each `backward` below
+runs the ATen ops that autograd's derivative formulas run (baddbmm, tanh_backward,
+threshold_backward, the L1Norm division), so the gradients are the same numbers;
+tests/papers/test_scorer.py checks them against torch.autograd.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+L1_EPS = 1e-8
+
+
+class SeedLinear(nn.Module):
+    """S independent Linear layers: x [S, B, in] -> [S, B, out] with one batched matmul."""
+
+    def __init__(self, n_in: int, n_out: int, gain: float, generators: list[torch.Generator]):
+        super().__init__()
+        weights = []
+        for gen in generators:  # orthogonal init per seed, from that seed's own generator
+            w = torch.empty(n_out, n_in)
+            nn.init.orthogonal_(w, gain=gain, generator=gen)
+            weights.append(w.T)
+        self.weight = nn.Parameter(torch.stack(weights))                 # [S, in, out]
+        self.bias = nn.Parameter(torch.zeros(len(generators), 1, n_out))  # zero bias, as in the code
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+def seed_generators(seeds, salt: int = 0) -> list[torch.Generator]:
+    return [torch.Generator().manual_seed(int(s) * 7919 + salt) for s in seeds]
+
+
+def tanh(x: torch.Tensor) -> torch.Tensor:
+    """tanh(x) = 2 sigmoid(2x) - 1 on the CPU (|diff| to torch.tanh < 2e-7): torch's single-thread
+    CPU tanh kernel is ~3x slower than sigmoid at these sizes."""
+    return torch.sigmoid(x * 2).mul_(2).sub_(1) if x.device.type == "cpu" else torch.tanh(x)
+
+
+def l1_norm(x: torch.Tensor) -> torch.Tensor:
+    """The official code's L1Norm: divide by the mean absolute value of the features."""
+    return x / x.abs().mean(-1, keepdim=True).clamp_min(L1_EPS)
+
+
+class SeedMLP(nn.Module):
+    """Seed-batched linear layers and activations applied in order (`ops`: "linear", "tanh",
+    "relu", "l1norm"); the k-th "linear" is self.linears[k]."""
+
+    def __init__(self, ops: list[str], linears: list[SeedLinear]):
+        super().__init__()
+        self.ops = list(ops)
+        self.linears = nn.ModuleList(linears)  # parameters(): weight, bias of each layer in order
+
+    def _layers(self):
+        layers = iter(self.linears)
+        return [(op, next(layers) if op == "linear" else None) for op in self.ops]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_saving(x)[0]
+
+    def forward_saving(self, x: torch.Tensor) -> tuple[torch.Tensor, list]:
+        """The output, and per op what its backward needs."""
+        saved = []
+        for op, layer in self._layers():
+            if op == "linear":
+                saved.append(x)                      # the input: dL/dW = x^T dL/dy
+                x = layer(x)
+            elif op in ("tanh", "relu"):
+                x = tanh(x) if op == "tanh" else torch.relu(x)
+                saved.append(x)                      # the output: both derivatives are in terms of it
+            elif op == "l1norm":
+                mean_abs = x.abs().mean(-1, keepdim=True)
+                denom = mean_abs.clamp_min(L1_EPS)
+                saved.append((x, mean_abs, denom))
+                x = x / denom
+            else:
+                raise ValueError(f"unknown op {op!r}")
+        return x, saved
+
+    def backward(self, saved: list, grad: torch.Tensor, input_grad: bool, param_grads: bool):
+        """dL/dx (None unless `input_grad`) and the parameters' gradients (in `parameters()` order;
+        empty unless `param_grads`) from dL/d(output)."""
+        layers = self._layers()
+        first_needed = 0 if input_grad else min(i for i, (op, _) in enumerate(layers) if op == "linear")
+        grads = []
+        for i in range(len(layers) - 1, first_needed - 1, -1):
+            (op, layer), kept = layers[i], saved[i]
+            need_input = i > first_needed or input_grad
+            if op == "linear":
+                if param_grads:  # baddbmm's backward, then the bias grad summed over its broadcast axis
+                    grads[:0] = [kept.transpose(1, 2).bmm(grad), grad.sum([1], keepdim=True)]
+                grad = grad.bmm(layer.weight.transpose(1, 2)) if need_input else None
+            elif op == "tanh":
+                grad = torch.ops.aten.tanh_backward(grad, kept)
+            elif op == "relu":
+                grad = torch.ops.aten.threshold_backward(grad, kept, 0)
+            elif op == "l1norm":  # x / c with c = clamp_min(mean |x|, eps): two paths to x
+                x, mean_abs, denom = kept
+                grad_denom = (-grad * ((x / denom) / denom)).sum([x.dim() - 1], keepdim=True)
+                grad_mean = torch.where(mean_abs >= L1_EPS, grad_denom, grad_denom.new_zeros(()))
+                grad_abs = grad_mean.expand(x.shape) / x.shape[-1]
+                grad = grad / denom + grad_abs * x.sgn()
+            if grad is None:
+                break
+        return (grad if input_grad else None), grads
+
+
+def perception_net(obs_dim: int, latent: int, arch: str, generators, l1norm: bool = False) -> SeedMLP:
+    """The follower f_phi. classic: Linear(obs, latent) + tanh (+ L1Norm if `l1norm`, as DQN_SCORER.py
+    does for classic control); minatar: L1Norm -> 2 x (Linear + ReLU) -> L1Norm (Table 12)."""
+    gain = math.sqrt(2)
+    if arch == "classic":
+        return SeedMLP(["linear", "tanh"] + (["l1norm"] if l1norm else []),
+                       [SeedLinear(obs_dim, latent, gain, generators)])
+    if arch == "minatar":
+        return SeedMLP(["l1norm", "linear", "relu", "linear", "relu", "l1norm"],
+                       [SeedLinear(obs_dim, latent, gain, generators), SeedLinear(latent, latent, gain, generators)])
+    raise ValueError(f"unknown arch {arch!r}")
+
+
+def control_net(latent: int, hidden: int, n_actions: int, arch: str, generators) -> SeedMLP:
+    """The leader Q_theta: Linear(latent, hidden) + act -> Linear(hidden, n_actions), last gain 0.01."""
+    act = "tanh" if arch == "classic" else "relu"
+    return SeedMLP(["linear", act, "linear"], [SeedLinear(latent, hidden, math.sqrt(2), generators),
+                                              SeedLinear(hidden, n_actions, 0.01, generators)])

@@ -1,0 +1,74 @@
+"""Stage A of card 07 (Fig. 1): prune the model's own traces and let it answer after them.
+
+For every mask ratio kappa, the method's rule replaces floor(kappa n) steps of each own test trace
+by [SKIP]; the compressed thinking is prefilled, closed with `</think>`, and the answer decoded as
+the trace was (the official code samples the answer with the trace's settings). Besides accuracy,
+two diagnostics of the tiny task say why a rule wins or loses: the share of computation steps it
+keeps, and the mean score of computation vs redundant steps.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from iclr26.core.lm import generate as generation
+from iclr26.core.lm.traces import step_kind
+
+from . import method
+from .own_traces import sampling
+
+NEEDED = ("comp", "reflect")   # the step kinds the answer needs
+
+
+def compress(trace: dict, kappa: float, rule: str, rng) -> tuple[list[str], set[int]]:
+    """(the trace's steps with the masked ones replaced by [SKIP], the masked indices)."""
+    masked = method.masked_steps(trace["scores"], kappa, rule, rng)
+    return method.compress(trace["steps"], masked), masked
+
+
+def prune_records(model, fmt, traces: list[dict], rule: str, kappas, cfg: dict, seed: int, dataset: str) -> list[dict]:
+    """One record per kappa: answer accuracy after the compressed thinking, its drop from kappa 0,
+    thinking tokens, and the diagnostics. `cfg` is the config's `method` block."""
+    tokenizer = fmt.tokenizer
+    by_kind, needed = score_by_kind(traces), needed_steps(traces)
+    records, base_acc = [], None
+    for kappa in kappas:
+        rng = np.random.default_rng([seed, int(round(kappa * 100))])
+        compressed = [compress(t, kappa, rule, rng) for t in traces]
+        thinking = [fmt.join_steps(steps) for steps, _ in compressed]
+        out = generation.generate(model, fmt.prefill_ids_many([t["problem"] for t in traces], thinking),
+                                  tokenizer.pad_token_id, tokenizer.eos_token_id, max_new_tokens=fmt.answer_tokens,
+                                  seed=seed, **sampling(cfg))
+        answers = [fmt.answer_after_prefill(g) for g in out.tokens]
+        acc = float(np.mean([fmt.is_correct(a, t["answer"]) for a, t in zip(answers, traces)]))
+        base_acc = acc if kappa == 0 else base_acc
+        records.append({"seed": seed, "dataset": dataset, "stage": "prune", "kappa": float(kappa),
+                        "accuracy": acc, "acc_drop": acc - base_acc if base_acc is not None else float("nan"),
+                        "thinking_tokens": float(np.mean([len(ids) for ids in fmt.encode_many(thinking)])),
+                        "necessary_kept": necessary_kept(needed, [m for _, m in compressed]),
+                        **by_kind, "n": len(traces),
+                        "steps_per_trace": float(np.mean([len(t["steps"]) for t in traces]))})
+    return records
+
+
+def needed_steps(traces: list[dict]) -> list[list[int]]:
+    """Tiny task only: the indices of each trace's computation (and reflection) steps, the steps
+    the answer needs (none at full scale, where steps are free text)."""
+    return [[i for i, step in enumerate(trace["steps"]) if step_kind(step) in NEEDED] for trace in traces]
+
+
+def necessary_kept(needed: list[list[int]], masks: list[set[int]]) -> float:
+    """The share of the needed steps that survive the masking, averaged over the traces that have
+    any (nan when none has: full scale)."""
+    shares = [np.mean([i not in masked for i in steps]) for steps, masked in zip(needed, masks) if steps]
+    return float(np.mean(shares)) if shares else float("nan")
+
+
+def score_by_kind(traces: list[dict]) -> dict:
+    """Tiny task only: mean step score of computation steps and of redundant steps (nan if none)."""
+    group = {"comp": "comp", "reflect": "comp", "redundant": "redundant"}
+    by_kind = {"comp": [], "redundant": []}
+    for trace in traces:
+        for step, score in zip(trace["steps"], trace["scores"]):
+            if step_kind(step) in group:
+                by_kind[group[step_kind(step)]].append(score)
+    return {f"score_{k}": float(np.mean(v)) if v else float("nan") for k, v in by_kind.items()}
