@@ -94,8 +94,8 @@ def hub_model_dir(tmp_path_factory):
                          pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
     import torch
 
-    from iclr26.core.lm import model as M
     from iclr26.core.lm.formats import make_format
+    from iclr26.core.lm.model import train_lm
 
     # a few hundred steps on formatted traces, so that it writes blank-line steps, closes </think>
     # and boxes an answer: every part of the full-scale path then sees realistic output
@@ -103,11 +103,12 @@ def hub_model_dir(tmp_path_factory):
     model = AutoModelForCausalLM.from_config(config)
     system = "Please reason step by step, and put your final answer within \\boxed{}."   # ReBalance's prompt
     examples = [fmt.training_example(f"What is {a} + {b}?", f"Let me compute {a} + {b} = {a + b}.\n\n"
-                                     f"Wait, check again: {a} + {b} = {a + b}.\n\nSo the answer is {a + b}.", str(a + b))
+                                     f"Wait, check again: {a} + {b} = {a + b}.\n\nSo the answer is {a + b}.",
+                                     str(a + b))
                 for fmt in (make_format({"kind": "chat"}, tok), make_format({"kind": "chat", "system": system}, tok))
                 for a in range(4) for b in range(4)]
-    M.train_lm(model, [e[0] for e in examples], [e[1] for e in examples], tok.pad_token_id, steps=150,
-               batch_size=16, lr=1e-2, seed=0)
+    train_lm(model, [e[0] for e in examples], [e[1] for e in examples], tok.pad_token_id, steps=150,
+             batch_size=16, lr=1e-2, seed=0)
     model.save_pretrained(directory)
     return directory
 

@@ -71,8 +71,10 @@ def _records(evals) -> pd.DataFrame:
 @pytest.mark.parametrize("scale", SCALES)
 @pytest.mark.parametrize("slug", PAPERS)
 def test_config_composes_and_agrees_with_declaration(slug, scale):
-    cfg = compose_job_config(slug, scale)  # raises ConfigError on any disagreement
-    assert cfg["scale"] == scale and cfg["slug"] == slug and cfg["seeds"]
+    cfg = compose_job_config(slug, scale)  # raises ConfigError on any disagreement (core.contract)
+    assert cfg["scale"] == scale and cfg["slug"] == slug
+    assert cfg["seeds"] and cfg["claims"], "a paper must list its seeds and claims"
+    assert all(stage in cfg["resources"] for stage in ("acquire", "prepare", "train", "evaluate", "tabulate"))
 
 
 @pytest.mark.parametrize("slug", PAPERS)

@@ -113,12 +113,47 @@ def test_print_a_resolved_job_config():
     (["seeds=three"], "config key 'seeds'"),
     (["methods={scorer: [ppo]}"], "config key 'methods.scorer' names unknown method 'ppo'"),
     (["overrides=[scorer:train.no_such_key=1]"], "bad override"),
+    (["overrides=[nosuch:train.total_steps=1]"], "names unknown paper 'nosuch'"),
+    (["overrides=[scorer:resources.train.cpus=abc]"], "gives a string where 'resources.train.cpus' is an integer"),
 ])
 def test_bad_config_fails_before_any_job_with_one_line(args, needle, dry):
     proc = snakemake(dry, "-n", "all", "--config", *args, check=False)
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if "iclr26 config error" in line]
     assert len(lines) == 1 and needle in lines[0], proc.stderr[-2000:]
+    assert "Job stats" not in proc.stdout + proc.stderr
+
+
+def _break_paper_config(repo: Path, slug: str, change) -> None:
+    path = repo / "config" / "hydra" / "paper" / f"{slug}.yaml"
+    cfg = yaml.safe_load(path.read_text())
+    change(cfg)
+    path.write_text("# @package _global_\n" + yaml.safe_dump(cfg, sort_keys=False))
+
+
+def _misspell_a_dataset(cfg):
+    first = next(iter(cfg["data"]))
+    cfg["data"] = {(first + "x" if k == first else k): v for k, v in cfg["data"].items()}
+
+
+def _claim_an_unrecorded_metric(cfg):
+    cfg["claims"][0]["metric"] = "no_such_metric"
+
+
+@pytest.mark.parametrize("change,needle", [
+    (_misspell_a_dataset, r"config key 'data\.\w+x' = '\w+x' is not allowed; allowed: "),
+    (_claim_an_unrecorded_metric, r"config key 'claims\[0\] \(\S+\)\.metric' = 'no_such_metric' is not allowed"),
+])
+def test_a_broken_paper_config_stops_the_dag_with_one_line(change, needle, tmp_path):
+    from conftest import copy_checkout
+
+    repo = copy_checkout(tmp_path)
+    slug = sorted(all_papers())[-1]
+    _break_paper_config(repo, slug, change)
+    proc = snakemake(repo, "-n", "all", check=False)
+    lines = [line for line in proc.stderr.splitlines() if "iclr26 config error" in line]
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-2000:]
+    assert f"paper {slug}:" in lines[0] and re.search(needle, lines[0]), lines[0]
     assert "Job stats" not in proc.stdout + proc.stderr
 
 

@@ -42,3 +42,17 @@ def test_read_json_names_the_file(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(ValueError, match="broken.json"):
         read_json(bad)
+
+
+def test_outputs_keep_the_users_umask(tmp_path):
+    """mkstemp makes 0600 files; an output must be what open() would make (0644 under umask 022),
+    so that a DVC round trip (which restores 0644) changes no mode."""
+    import stat
+
+    current = os.umask(0)
+    os.umask(current)
+    target = atomic_write(tmp_path / "out.txt", "x")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~current
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    assert stat.S_IMODE(target.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)

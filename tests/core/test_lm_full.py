@@ -49,6 +49,16 @@ def test_blank_lines_split_steps_on_tokens_merged_or_not(chat):
     assert chat.ends_step(chat.encode("One.\n\n")) and not chat.ends_step(chat.encode("One"))
 
 
+def test_batched_encoding_in_the_chat_format_gives_the_ids_of_one_at_a_time(chat):
+    problems = ["What is 1 + 1?", "Compute 3 times 2."]
+    thinkings = ["Let me compute 1 + 1 = 2.\n\nWait, check again.", "3 times 2 is 6.\n\n[SKIP]"]
+    assert chat.prompt_ids_many(problems) == [chat.prompt_ids(p) for p in problems]
+    assert chat.prefill_ids_many(problems, thinkings) == [chat.prefill_ids(p, t) for p, t in zip(problems, thinkings)]
+    examples = chat.training_examples(problems, thinkings, ["2", "6"])
+    assert examples == [chat.training_example(p, t, a) for p, t, a in zip(problems, thinkings, ["2", "6"])]
+    assert chat.tokenizer.decode(examples[1][0][examples[1][1]:]).startswith("3 times 2 is 6.")
+
+
 def test_boxed_answers_are_graded_by_math_verify(chat):
     assert ChatFormat.extract("so the answer is \\boxed{\\frac{1}{2}}.") == "\\frac{1}{2}"
     assert ChatFormat.is_correct(ChatFormat.extract("x = \\boxed{0.5}"), "\\frac{1}{2}")

@@ -1,20 +1,17 @@
-"""Card 03, ReBalance: calibration, the control function and its gates, steering, and a smoke run."""
+"""Card 03, ReBalance: calibration, the control function and its gates, steering at step boundaries,
+and the offline full-scale path. (Every stage at smoke scale: tests/test_contract.py.)"""
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from iclr26.core.job import load_records, run_paper
-from iclr26.papers.rebalance import control as C
-from iclr26.papers.rebalance.experiment import figures
+from iclr26.papers.rebalance import control
 
-SLUG = "rebalance"
 SHIPPED_7B = {"q25c": 0.666, "q75c": 0.928, "q25v": 0.00049, "q75v": 0.0099, "low_val_1": -1.19, "low_val_2": -2.34}
 
 
 def test_control_function_meets_its_conditions_and_gates():
-    ctl = C.Controller(SHIPPED_7B)
+    ctl = control.Controller(SHIPPED_7B)
     assert ctl.baseline(0.666) == pytest.approx(-1.19, abs=1e-9)          # F(q25c) = low_val_1
     assert ctl.baseline(1.0) == pytest.approx(0.01, abs=1e-9)             # F(1) = 0.01
     assert ctl.baseline(0.928) == pytest.approx(0.0, abs=1e-9)            # F(q75c) = 0 (build_F)
@@ -31,72 +28,62 @@ def test_control_function_meets_its_conditions_and_gates():
             assert -2.34 - 1e-9 <= ctl.alpha(c, v) <= 0.1 + 1e-9
 
 
+def test_each_steering_arm_turns_the_calibration_into_its_rule():
+    method = {"slope": 1200.0, "high_val_2": 0.1}
+    assert control.steering_rule("static_steering", SHIPPED_7B, method) == {"arm": "static_steering", "alpha": -1.19}
+    rule = control.steering_rule("rebalance", SHIPPED_7B, method)
+    assert rule["k"] == pytest.approx(control.Controller(SHIPPED_7B).k)
+    assert rule["F_q25c"] == pytest.approx(-1.19) and rule["F_1"] == pytest.approx(0.01)
+    assert (rule["alpha_min"], rule["alpha_max"]) == (-2.34, 0.1)
+
+
 def test_confidence_labels_vector_and_lda_magnitudes():
-    assert C.step_confidence([math.log(0.5), math.log(0.5)]) == pytest.approx(0.5)
-    assert C.variance_proxy(0.9, 0.5) == pytest.approx(0.04) and C.variance_proxy(0.9, None) == 0.0
+    assert control.step_confidence([math.log(0.5), math.log(0.5)]) == pytest.approx(0.5)
+    assert control.variance_proxy(0.9, 0.5) == pytest.approx(0.04) and control.variance_proxy(0.9, None) == 0.0
     conf = np.array([0.1, 0.2, 0.5, 0.6, 0.9, 0.95, 0.97, 0.99])
     cue = np.array([0, 0, 1, 0, 0, 1, 0, 0], bool)
-    pos, neg, q25, q75 = C.labels(conf, cue)
+    pos, neg, q25, q75 = control.labels(conf, cue)
     assert pos.tolist() == [1, 1, 1, 0, 0, 1, 0, 0]          # cue or below q25
     assert neg.tolist() == [0, 0, 0, 0, 0, 0, 1, 1]          # no cue and above q75
     rng = np.random.default_rng(0)
     hidden = rng.normal(size=(8, 4))
     hidden[pos] += [3, 0, 0, 0]
-    v = C.steering_vector(hidden, pos, neg)
+    v = control.steering_vector(hidden, pos, neg)
     assert v[0] > 2
-    low1, low2 = C.lda_magnitudes(hidden, pos, neg, v)
+    low1, low2 = control.lda_magnitudes(hidden, pos, neg, v)
     w = (hidden[pos].mean(0) - hidden[neg].mean(0)) / (hidden[pos].var(0) + hidden[neg].var(0))
     m1, m0 = hidden[pos].mean(0) @ w, hidden[neg].mean(0) @ w
     t = -(m1 + m0) / 2                                        # as the official code writes the threshold
     assert low1 == pytest.approx(-(m1 - t) / (w @ v), rel=1e-6)
     assert low2 == pytest.approx(-max(hidden[pos] @ w - t) / (w @ v), rel=1e-6)
     assert low2 <= low1 < 0
-    mid1, mid2 = C.lda_magnitudes(hidden, pos, neg, v, "midpoint")
+    mid1, mid2 = control.lda_magnitudes(hidden, pos, neg, v, "midpoint")
     assert mid1 == pytest.approx(-0.5) and mid2 <= mid1             # the midpoint: half of v moves the mean
-
-
-def test_smoke_run_every_stage_and_same_seed_same_records(workdir, tmp_path_factory):
-    evals = run_paper(SLUG, "smoke")
-    records = pd.DataFrame(load_records(evals)).sort_values(["method", "seed"]).reset_index(drop=True)
-    assert list(dict.fromkeys(pd.DataFrame(load_records(evals))["method"])) == [
-        "original", "keyword_suppression", "static_steering", "rebalance"]
-    assert records["accuracy"].between(0, 1).all() and (records["thinking_tokens"] > 0).all()
-    ks = records[records["method"] == "keyword_suppression"]
-    assert (ks["reflections"] == 0).all()                     # the cue is never sampled
-    steering = list(workdir.glob("runs/smoke/rebalance/rebalance/*/steering_s0.json"))
-    assert steering
-    paths = figures({}, records, workdir / "fig")
-    assert paths and all(p.stat().st_size > 0 for p in paths)
-
-    import os
-
-    os.chdir(tmp_path_factory.mktemp("again"))
-    again = pd.DataFrame(load_records(run_paper(SLUG, "smoke"))).sort_values(["method", "seed"]).reset_index(drop=True)
-    pd.testing.assert_frame_equal(records, again)
 
 
 def test_steering_acts_only_at_step_boundaries_inside_thinking():
     """A huge steering vector changes what follows a boundary; with alpha 0 the arm is the original."""
-    from iclr26.core.lm import model as M
-    from iclr26.core.lm import tokenizer as K
-    from iclr26.core.lm import traces as T
+    from iclr26.core.lm import traces
     from iclr26.core.lm.formats import TagFormat
-    from iclr26.papers.rebalance.experiment import sample
+    from iclr26.core.lm.model import build_model, train_lm
+    from iclr26.core.lm.tokenizer import SEP, build_tokenizer
+    from iclr26.papers.rebalance.arms import sample
 
     spec = {"modulus": 10, "max_operand": 2, "n_ops": [2, 3], "error_rate": 0.2, "fix_rate": 0.9}
-    tok = K.build_tokenizer(T.vocabulary(10))
-    model = M.build_model({"config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                                      "num_attention_heads": 2}}, tok, seed=0).eval()
-    rows = T.generate(spec, 32, seed=0)
+    tok = build_tokenizer(traces.vocabulary(10))
+    model = build_model({"config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                                    "num_attention_heads": 2}}, tok, seed=0).eval()
+    rows = traces.generate(spec, 32, seed=0)
     fmt = TagFormat(tok)
-    examples = [fmt.training_example(r["problem"], r["trace"], r["trace_answer"]) for r in rows * 4]
-    M.train_lm(model, [e[0] for e in examples], [e[1] for e in examples], tok.pad_token_id, 60, 16, 5e-3, 0)
+    examples = fmt.training_examples([r["problem"] for r in rows] * 4, [r["trace"] for r in rows] * 4,
+                                     [r["trace_answer"] for r in rows] * 4)
+    train_lm(model, [e[0] for e in examples], [e[1] for e in examples], tok.pad_token_id, 60, 16, 5e-3, 0)
     cfg = {"eval": {"max_new_tokens": 30, "temperature": 0.7},
            "method": {"layer": 0, "slope": 1200.0, "high_val_2": 0.1, "keywords": ["wait"]}}
     cal = {"q25c": 0.5, "q75c": 0.9, "q25v": 0.0, "q75v": 0.01, "low_val_1": -1.0, "low_val_2": -2.0,
            "vector": (np.ones(32) * 50).tolist()}
     original = sample(model, fmt, rows, cfg, 0, "original").tokens
-    sep = tok.convert_tokens_to_ids(K.SEP)
+    sep = tok.convert_tokens_to_ids(SEP)
     steered = sample(model, fmt, rows, cfg, 0, "static_steering", cal).tokens
     assert steered != original
     for a, b in zip(original, steered):    # identical up to and including the first boundary
@@ -104,16 +91,8 @@ def test_steering_acts_only_at_step_boundaries_inside_thinking():
         assert a[:cut] == b[:cut]
     silent = sample(model, fmt, rows, cfg, 0, "static_steering", {**cal, "low_val_1": 0.0}).tokens
     assert silent == original
-    cue = fmt.encode(T.REFLECTION)[0]
+    cue = fmt.encode(traces.REFLECTION)[0]
     assert all(cue not in t for t in sample(model, fmt, rows, cfg, 0, "keyword_suppression").tokens)
-
-
-def test_unknown_data_source_is_one_clear_error(workdir):
-    from iclr26.core.errors import ConfigError
-    from iclr26.core.job import run_stage
-
-    with pytest.raises(ConfigError, match="data.math.source must be chains or hub, got 'bogus'"):
-        run_stage("acquire", "rebalance", "smoke", ["data.math.source=bogus"], dataset="math")
 
 
 def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, hub_dataset_dir, static_server):
@@ -121,12 +100,9 @@ def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, h
     loopback server (sha256 checked) and the calibration repo by a local directory: the official
     system prompt, blank-line steps, keyword suppression over every variant of the keywords, Phase
     A/B calibration and dynamic steering on the hub-layout model, \\boxed{} graded by math-verify."""
-    import json
-
     import pandas as pd
 
-    from iclr26.core.io import sha256_file
-    from iclr26.core.io import read_json
+    from iclr26.core.io import read_json, sha256_file
     from iclr26.core.job import load_records, run_paper
 
     root, base = static_server
@@ -135,16 +111,18 @@ def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, h
                  "model.attn_implementation=eager", "method.layer=0", "eval.max_new_tokens=40",
                  f"data.math.splits.test.url={base}/test.jsonl",
                  f"data.math.splits.test.sha256={sha256_file(hub_dataset_dir / 'test.jsonl')}",
-                 f"data.math.splits.calibration.hub_id={hub_dataset_dir}", "data.math.splits.calibration.file=test.jsonl",
-                 "data.math.splits.calibration.limit=8"]
+                 f"data.math.splits.calibration.hub_id={hub_dataset_dir}",
+                 "data.math.splits.calibration.file=test.jsonl", "data.math.splits.calibration.limit=8"]
     records = pd.DataFrame(load_records(run_paper("rebalance", "full", overrides, seeds=[0])))
     assert set(records["method"]) == {"original", "keyword_suppression", "static_steering", "rebalance"}
     assert records["accuracy"].between(0, 1).all() and (records["thinking_tokens"] > 0).all()
     assert "errors_fixed" not in records or records["errors_fixed"].isna().all()   # the chain audit is tiny-only
     by = records.set_index("method")
     assert by.loc["keyword_suppression", "reflections"] == 0 < by.loc["original", "reflections"]
-    steering = json.loads((workdir / "runs/full/rebalance/rebalance/s0/steering_s0.json").read_text())
-    assert steering["n_steps"] > 8 and steering["n_positive"] > 0 and steering["n_negative"] > 0
+    calibration = read_json(workdir / "data/full/rebalance/prepared/math/calibration_s0.json")
+    assert calibration["n_steps"] > 8 and calibration["n_positive"] > 0 and calibration["n_negative"] > 0
+    steering = read_json(workdir / "runs/full/rebalance/rebalance/s0/steering_s0.json")
+    assert steering["vector"] == calibration["vector"] and steering["arm"] == "rebalance" and steering["k"] > 0
     manifest = read_json(workdir / "data/full/rebalance/raw/math/manifest.json")
     assert manifest["info"]["calibration"]["rows"] == 8 and manifest["info"]["test"]["rows"] == 9
 
@@ -152,24 +130,24 @@ def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, h
 def test_calibration_and_magnitude_errors_name_their_cause():
     """An untrained model writing one-token traces has no step to label: one clear error, not a nan vector."""
     from iclr26.core.errors import DataError
-    from iclr26.core.lm import model as M
-    from iclr26.core.lm import tokenizer as K
-    from iclr26.core.lm import traces as T
+    from iclr26.core.lm import traces
     from iclr26.core.lm.formats import TagFormat
-    from iclr26.papers.rebalance.experiment import calibrate
+    from iclr26.core.lm.model import build_model
+    from iclr26.core.lm.tokenizer import build_tokenizer
+    from iclr26.papers.rebalance.calibration import calibrate
 
-    tok = K.build_tokenizer(T.vocabulary(10))
-    model = M.build_model({"config": {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
-                                      "num_attention_heads": 2}}, tok, seed=0).eval()
-    rows = T.generate({"modulus": 10, "max_operand": 2, "n_ops": [2, 2]}, 4, seed=0)
+    tok = build_tokenizer(traces.vocabulary(10))
+    model = build_model({"config": {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+                                    "num_attention_heads": 2}}, tok, seed=0).eval()
+    rows = traces.generate({"modulus": 10, "max_operand": 2, "n_ops": [2, 2]}, 4, seed=0)
     cfg = {"eval": {"max_new_tokens": 1, "temperature": 0.7},
            "method": {"layer": 0, "cue_words": ["wait"], "calibration_temperature": 0.0}}
     with pytest.raises(DataError, match="no sampled trace has more than one step"):
         calibrate(model, TagFormat(tok), rows, cfg, seed=0)
     hidden = np.random.default_rng(0).normal(size=(6, 3))
     pos, neg = np.array([1, 1, 1, 0, 0, 0], bool), np.array([0, 0, 0, 1, 1, 1], bool)
-    v = C.steering_vector(hidden, pos, neg)
+    v = control.steering_vector(hidden, pos, neg)
     with pytest.raises(ValueError, match="point apart"):
-        C.lda_magnitudes(hidden, pos, neg, -v)
+        control.lda_magnitudes(hidden, pos, neg, -v)
     with pytest.raises(ValueError, match="threshold must be official or midpoint"):
-        C.lda_magnitudes(hidden, pos, neg, v, "median")
+        control.lda_magnitudes(hidden, pos, neg, v, "median")

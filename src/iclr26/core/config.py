@@ -37,6 +37,7 @@ def validate_workflow_config(config: dict, implemented: Iterable[str], schema_pa
 
     schema = yaml.safe_load(Path(schema_path).read_text())
     implemented = list(implemented)
+    config = _numbers_from_command_line(config)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(e.path)))
     if errors:
@@ -52,7 +53,10 @@ def validate_workflow_config(config: dict, implemented: Iterable[str], schema_pa
         if err.validator == "additionalProperties":
             allowed = ", ".join(sorted(err.schema.get("properties", {})))
             raise ConfigError(f"config has unknown key(s) at '{key}': {err.message}; allowed keys: {allowed}")
-        raise ConfigError(f"config key '{key}' = {err.instance!r}: {err.message}")
+        top = schema["properties"].get(str(err.absolute_path[0]), {}) if err.absolute_path else {}
+        allowed = top.get("description", "").strip()
+        raise ConfigError(f"config key '{key}' = {err.instance!r} is not valid" + (f"; allowed: {allowed}" if allowed else
+                                                                                    f": {err.message}"))
 
     filled = dict(config)
     for name, spec in schema.get("properties", {}).items():
@@ -65,7 +69,21 @@ def validate_workflow_config(config: dict, implemented: Iterable[str], schema_pa
             f"config key 'papers' names unknown paper {unknown[0]!r}; implemented: {', '.join(implemented)}"
         )
     filled["papers"] = list(papers)
+    for item in filled.get("overrides") or []:
+        head, sep, rest = item.partition(":")
+        if sep and "=" not in head and head not in implemented:
+            raise ConfigError(f"config key 'overrides' item {item!r} names unknown paper {head!r}; "
+                              f"implemented: {', '.join(implemented)}")
     return filled
+
+
+def _numbers_from_command_line(config: dict) -> dict:
+    """`--config 'seeds=[0,1,2,3]'` reaches us as ['0', '1', '2', '3'] (Snakemake parses list items as
+    strings): read integer-looking seeds as the integers the user wrote."""
+    seeds = config.get("seeds")
+    if isinstance(seeds, list) and all(isinstance(s, str) and s.strip().isdigit() for s in seeds):
+        return {**config, "seeds": [int(s) for s in seeds]}
+    return config
 
 
 def split_overrides(overrides: Iterable[str], slug: str) -> list[str]:
@@ -145,8 +163,34 @@ def compose_job_config(slug: str, scale: str, overrides: Sequence[str] = (), see
     if seeds:
         extra += (f"seeds=[{','.join(str(int(s)) for s in seeds)}]",)
     cfg = yaml.load(_compose(slug, scale, extra), Loader=_YAML_LOADER)  # libyaml: 10x faster, same types
+    if overrides:
+        defaults = yaml.load(_compose(slug, scale, ()), Loader=_YAML_LOADER)
+        check_override_types(slug, scale, overrides, defaults, cfg)
     check_job_config(paper, cfg)
     return cfg
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "true/false", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def check_override_types(slug: str, scale: str, overrides: Sequence[str], defaults: dict, cfg: dict) -> None:
+    """An override must keep the type of the value it replaces (an integer stays an integer, a number
+    a number, a list a list): `train.total_steps=abc` is refused now, not by a traceback in train."""
+    for item in overrides:
+        key, _, _ = item.lstrip("+~").partition("=")
+        old, new = defaults, cfg
+        for part in key.split("."):
+            old = old.get(part) if isinstance(old, dict) else None
+            new = new.get(part) if isinstance(new, dict) else None
+        if old is None or new is None or item.startswith(("+", "~")):
+            continue
+        fits = (isinstance(new, bool) == isinstance(old, bool)) and (
+            isinstance(new, type(old)) or (isinstance(old, float) and isinstance(new, int)))
+        if not fits:
+            raise ConfigError(f"paper {slug} ({scale}): override '{item}' gives {_type_name(new)} where "
+                              f"'{key}' is {_type_name(old)} (default {old!r})")
 
 
 PRESENTATION_KEYS = ("table", "claims", "reported", "resources", "deviations")

@@ -16,12 +16,24 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
+def _file_mode() -> int:
+    """The mode a plain open() would give a new file under this process's umask (0644 under 022)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+FILE_MODE = _file_mode()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
+    """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds.
+    The file gets the user's umask (mkstemp alone would make it 0600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, FILE_MODE)
     os.close(fd)
     tmp_path = Path(tmp)
     try:

@@ -21,8 +21,9 @@ from ..io import read_jsonl
 from ..runtime import pick_device
 from . import traces
 from .formats import TagFormat, make_format
-from .model import build_model, quiet_transformers, train_lm
 from .tokenizer import build_tokenizer, load_tokenizer
+
+# .model (torch) is imported inside the functions that build a model: acquire needs no torch
 
 # examples_for(format, rows, seed) -> [(token ids, index where the loss starts), ...]
 ExamplesFor = Callable[[object, list, int], list]
@@ -43,6 +44,8 @@ def acquire(job, splits: tuple[str, ...]) -> dict:
 
 def train_base_models(job, examples_for: ExamplesFor) -> dict:
     """Write `tokenizer/` and `base_s<seed>/` (save_pretrained) into job.out_dir for every seed."""
+    from .model import build_model, quiet_transformers, train_lm
+
     quiet_transformers()
     spec, base = job.cfg["data"][job.dataset], job.cfg["base"]
     tokenizer = build_tokenizer(traces.vocabulary(int(spec["modulus"])), job.out_dir / "tokenizer")
@@ -66,6 +69,8 @@ def load_model(job, seed: int, base_dir: Path | None = None, finetuned: Path | N
     """(model in eval mode on the configured device, format). `finetuned`: a folder written by
     save_finetuned; else model.source when the config names one (full scale); else the seed's base
     model in `base_dir`, a folder written by train_base_models (tiny)."""
+    from .model import build_model, quiet_transformers
+
     quiet_transformers()
     device = pick_device(job.cfg.get("device"))
     spec = job.cfg["model"]

@@ -96,17 +96,9 @@ class Trainer:
 
     def run(self, key: str, regime_name: str, seed: int) -> dict:
         """Train one (regime, seed) run of job.method, resuming from the checkpoint if it is this run's."""
-        cfg, tc, dp, device = self.cfg, self.cfg["train"], self.dp, self.device
-        regime, pool = tc["regimes"][regime_name], cfg["model"]["pool"]
-
-        torch.manual_seed(seed)  # same seed -> same default init of every non-attention weight, for all methods
-        model = build_model(cfg["model"], depth=regime["depth"])
-        initialise(model, self.job.method, cfg["init"].get(self.job.method))
-        model.to(device).train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=regime["lr"], weight_decay=tc["weight_decay"],
-                                      betas=tuple(tc["betas"]))
-        net, optimizer = dp.prepare(Classifier(model, pool), optimizer)
-        schedule = make_schedule(optimizer, regime)
+        tc, dp = self.cfg["train"], self.dp
+        regime = tc["regimes"][regime_name]
+        model, net, optimizer, schedule = self._build(regime, seed)
 
         saved, self.resume = self.resume, None
         if saved and saved["key"] == key:
@@ -117,8 +109,8 @@ class Trainer:
             losses, kappa, start, wall = list(saved["losses"]), saved["kappa"], saved["step"], saved["wall_s"]
             self.job.log(f"{key}: resumed at step {start}")
         else:
-            image = torch.from_numpy(np.array(self.arrays["test_x"][0])).to(device)
-            kappa = vit_first_layer_kappa(model, image, cfg["eval"].get("kappa_max_tokens"))
+            image = torch.from_numpy(np.array(self.arrays["test_x"][0])).to(self.device)
+            kappa = vit_first_layer_kappa(model, image, self.cfg["eval"].get("kappa_max_tokens"))
             losses, start, wall = [], 0, 0.0
 
         def snapshot(step: int) -> dict:
@@ -128,7 +120,7 @@ class Trainer:
 
         started = time.time()
         for step in range(start, regime["steps"]):
-            x, y = dp.shard(*train_batch(self.arrays, tc["batch_size"], self.augment, seed, step, device))
+            x, y = dp.shard(*train_batch(self.arrays, tc["batch_size"], self.augment, seed, step, self.device))
             loss = F.cross_entropy(net(x), y)
             optimizer.zero_grad(set_to_none=True)
             dp.backward(loss)
@@ -141,12 +133,30 @@ class Trainer:
                 raise Preempted(f"{self.job.method} {key}: stopped by SIGTERM at step {step + 1}, checkpoint saved")
         wall += time.time() - started
 
-        if dp.is_main:  # one process predicts and writes; the others hold the same weights
-            test_logits = predict(model, self.arrays["test_x"], pool, cfg["eval"]["batch_size"], device)
+        self._save(key, model, losses, kappa)
+        self.job.log(f"{key}: done ({wall:.1f}s)")
+        return {"kappa_J_init": kappa, "final_train_loss": float(np.mean(losses[-10:])), "wall_s": round(wall, 3)}
+
+    def _build(self, regime: dict, seed: int):
+        """The initialised ViT, its data-parallel wrapper, AdamW and the regime's lr schedule."""
+        cfg, method = self.cfg, self.job.method
+        torch.manual_seed(seed)  # same seed -> same default init of every non-attention weight, for all methods
+        model = build_model(cfg["model"], depth=regime["depth"])
+        initialise(model, method, cfg["init"].get(method))
+        model.to(self.device).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=regime["lr"], weight_decay=cfg["train"]["weight_decay"],
+                                      betas=tuple(cfg["train"]["betas"]))
+        net, optimizer = self.dp.prepare(Classifier(model, cfg["model"]["pool"]), optimizer)
+        return model, net, optimizer, make_schedule(optimizer, regime)
+
+    def _save(self, key: str, model, losses: list[float], kappa: float) -> None:
+        """Test logits, losses and kappa for evaluate, and the weights; written by the main process
+        (the others hold the same weights), which the others wait for."""
+        if self.dp.is_main:
+            test_logits = predict(model, self.arrays["test_x"], self.cfg["model"]["pool"],
+                                  self.cfg["eval"]["batch_size"], self.device)
             save_arrays(self.job.out_dir / run_file(key), losses=np.asarray(losses, dtype=np.float64),
                         test_logits=test_logits, kappa=np.float64(kappa))
             with atomic_path(self.job.out_dir / f"model_{key}.pt") as tmp:
                 torch.save(model.state_dict(), tmp)
-        dp.wait()
-        self.job.log(f"{key}: done ({wall:.1f}s)")
-        return {"kappa_J_init": kappa, "final_train_loss": float(np.mean(losses[-10:])), "wall_s": round(wall, 3)}
+        self.dp.wait()
