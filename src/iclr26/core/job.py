@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import yaml
 
@@ -23,6 +24,7 @@ from . import faults
 from .checkpoint import Checkpointer
 from .config import ConfigError, compose_job_config, config_digest, parse_seed_block, results_config
 from .distributed import is_main_process, rank, world_size
+from .errors import DataError
 from .io import atomic_write, read_json, sha256_file, write_json
 from .paper import Paper, get_paper
 from .provenance import provenance
@@ -149,6 +151,7 @@ def run_stage(
     out_dir.mkdir(parents=True, exist_ok=True)
     seeds = parse_seed_block(seed_block) if seed_block else []
     job = Job(paper=paper, cfg=cfg, stage=stage, out_dir=out_dir, dataset=dataset, method=method, seeds=seeds)
+    verify_inputs(job)
     _limit_threads(threads)
     configure_torch_on_import(threads)  # now, or when the stage first imports torch
     faults.enter_stage(stage)
@@ -177,11 +180,60 @@ def _limit_threads(threads: int) -> None:
         os.environ[var] = str(threads)
 
 
+# ----------------------------------------------------------------------------- input checks
+def _discard(done: Path, producer: str, why: str) -> DataError:
+    """Remove the completion file of the job that made a bad input, so that rerunning the same
+    command re-creates that input (and everything after it); return the one-line error."""
+    done.unlink(missing_ok=True)
+    return DataError(f"{why}; removed {done} so that the {producer} job runs again: "
+                     "rerun the same command to re-create it")
+
+
+def verify_manifest(done: Path, producer: str) -> None:
+    """Every file a data stage wrote is still there, whole and unchanged (sha256 of its manifest)."""
+    if not done.exists():
+        raise DataError(f"{done} is missing: the {producer} job has not run (run the workflow, not this job alone)")
+    try:
+        files = read_json(done)["files"]
+    except (ValueError, KeyError, TypeError):
+        raise _discard(done, producer, f"{done} is unreadable") from None
+    for rel, meta in files.items():
+        path = done.parent / rel
+        if not path.is_file():
+            raise _discard(done, producer, f"{path} is missing")
+        if path.stat().st_size != meta["bytes"] or sha256_file(path) != meta["sha256"]:
+            raise _discard(done, producer, f"{path} was changed after {producer} wrote it (sha256 differs "
+                                           "from its manifest)")
+
+
+def verify_inputs(job: Job) -> None:
+    """Check what a stage is about to read before it runs: the manifests of the data it reads and the
+    train job's completion file; a bad input is one line naming the file and the job that makes it."""
+    slug, scale = job.paper.slug, job.scale
+    if job.stage == "prepare":
+        verify_manifest(job.raw_dir() / "manifest.json", f"acquire {slug}/{job.dataset}")
+    elif job.stage in ("train", "evaluate"):
+        for dataset in job.paper.datasets:
+            verify_manifest(data_dir(scale, slug, "prepared", dataset) / "manifest.json", f"prepare {slug}/{dataset}")
+    if job.stage == "evaluate":
+        done = job.out_dir / "metrics.json"
+        producer = f"train {slug}/{job.method}/{job.out_dir.name}"
+        try:
+            read_json(done)
+        except FileNotFoundError:
+            raise DataError(f"{done} is missing: the {producer} job has not run") from None
+        except ValueError:
+            raise _discard(done, producer, f"{done} is unreadable") from None
+
+
 def load_records(eval_files) -> list[dict[str, Any]]:
     """The per-seed records of several eval.json files, each tagged with its method."""
     records = []
     for path in eval_files:
-        payload = read_json(path)
+        try:
+            payload = read_json(path)
+        except ValueError:
+            raise _discard(Path(path), "evaluate", f"{path} is unreadable") from None
         method = payload["provenance"]["method"]
         for record in payload.get("records", []):
             records.append({"method": method, **record})

@@ -1,0 +1,87 @@
+"""The job runner's promises about its inputs and saved work: a changed or truncated input is one
+line naming the file and the job that makes it, and a plain rerun re-creates it; saved units of
+work are redone when the config changes."""
+from __future__ import annotations
+
+import pytest
+
+from iclr26.core.errors import DataError
+from iclr26.core.job import load_records, run_paper, run_stage
+
+PAPER = "diffusion_convergence"  # numpy only: seconds at smoke scale
+
+
+@pytest.fixture
+def finished(workdir):
+    evals = run_paper(PAPER, "smoke")
+    return workdir, evals
+
+
+def _a_prepared_file(workdir):
+    return next(p for p in sorted(workdir.glob(f"data/smoke/{PAPER}/prepared/*/*")) if p.name != "manifest.json")
+
+
+@pytest.mark.parametrize("damage", ["rewrite", "truncate"])
+def test_a_changed_input_is_one_line_and_a_rerun_recreates_it(finished, damage):
+    workdir, evals = finished
+    before = load_records(evals)
+    target = _a_prepared_file(workdir)
+    manifest = target.parent / "manifest.json"
+    if damage == "rewrite":
+        target.write_bytes(target.read_bytes()[::-1])
+    else:
+        target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
+    block = evals[0].parent
+    with pytest.raises(DataError) as err:
+        run_stage("evaluate", PAPER, "smoke", method=block.parent.name, seed_block=block.name)
+    message = str(err.value)
+    assert "\n" not in message and str(target.relative_to(workdir)) in message and f"prepare {PAPER}/{target.parent.name}" in message
+    assert "rerun the same command" in message and not manifest.exists()
+    assert load_records(run_paper(PAPER, "smoke")) == before  # prepare reran; the same numbers
+
+
+def test_a_garbled_eval_file_is_one_line(finished):
+    _, evals = finished
+    evals[0].write_text("{not json")
+    with pytest.raises(DataError, match=rf"{evals[0]} is unreadable; removed"):
+        load_records(evals)
+    assert not evals[0].exists()
+
+
+def _job(tmp_path, cfg_change=None):
+    from iclr26.core.config import compose_job_config
+    from iclr26.core.job import Job
+    from iclr26.core.paper import get_paper
+
+    cfg = compose_job_config(PAPER, "smoke")
+    if cfg_change:
+        cfg = {**cfg, **cfg_change}
+    return Job(paper=get_paper(PAPER), cfg=cfg, stage="train", out_dir=tmp_path)
+
+
+def test_units_resume_after_a_fault_and_are_redone_under_another_config(tmp_path):
+    from iclr26.core import faults
+
+    done = []
+
+    def work(key):
+        done.append(key)
+        return {"value": key.upper()}
+
+    job = _job(tmp_path)
+    faults.enter_stage("train")
+    with faults.armed("train", "unit", after=2), pytest.raises(faults.InjectedFault):
+        job.units(["a", "b", "c"], work)
+    assert done == ["a", "b"]
+    assert job.units(["a", "b", "c"], work) == {"a": {"value": "A"}, "b": {"value": "B"}, "c": {"value": "C"}}
+    assert done == ["a", "b", "c"]  # a and b were not redone
+    _job(tmp_path, {"threads": 99}).units(["a"], work)
+    assert done == ["a", "b", "c", "a"]  # another config: the saved unit is not reused
+
+
+def test_a_checkpoint_is_resumed_only_under_its_own_config(tmp_path):
+    from iclr26.core.checkpoint import Checkpointer
+
+    Checkpointer(tmp_path, config_digest="one").save({"step": 3})
+    assert Checkpointer(tmp_path, config_digest="one").load() == {"step": 3}
+    assert Checkpointer(tmp_path, config_digest="two").load() is None
