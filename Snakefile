@@ -2,9 +2,20 @@
 #   snakemake --cores 2 all                          tiny scale, CPU, no network (the default)
 #   snakemake --profile slurm all --config scale=full   the papers' setting on a Slurm GPU cluster
 # Five generic stages per paper (acquire, prepare, train, evaluate, tabulate); no rule names a paper.
+import sys
+from pathlib import Path
+
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from iclr26.core.config import ConfigError, read_yaml_file
+
+try:  # Snakemake's own message for a malformed file names neither the file nor the line
+    read_yaml_file(Path(workflow.basedir) / "config" / "config.yaml")
+except ConfigError as err:
+    sys.exit(f"iclr26 config error: {err}")
 
 
 configfile: "config/config.yaml"

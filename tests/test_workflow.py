@@ -315,3 +315,21 @@ def test_dvc_repro_push_pull_in_a_fresh_clone(checkout, tmp_path):
     shutil.rmtree(checkout / ".dvc" / "cache")
     dvc("pull")
     assert {p: p.read_bytes() for p in checkout.glob("results/*/table.*")} == tables
+
+
+def test_a_malformed_workflow_config_names_the_file_and_line(tmp_path):
+    from conftest import copy_checkout
+
+    repo = copy_checkout(tmp_path)
+    (repo / "config" / "config.yaml").write_text("scale: tiny\npapers: [a\n")
+    proc = snakemake(repo, "-n", "all", check=False)
+    lines = [line for line in proc.stderr.splitlines() if "iclr26 config error" in line]
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-2000:]
+    assert "config/config.yaml line 3" in lines[0] and "not valid YAML" in lines[0]
+
+
+def test_cli_help_describes_every_subcommand():
+    proc = subprocess.run([sys.executable, "-m", "iclr26", "--help"], capture_output=True, text=True, env=venv_env())
+    listed = re.findall(r"^    (\w+)\s+(\S.*)$", proc.stdout, re.M)
+    assert {name for name, _ in listed} >= {"acquire", "prepare", "train", "evaluate", "tabulate", "claims", "report",
+                                             "config", "run"}, proc.stdout

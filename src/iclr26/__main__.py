@@ -33,18 +33,22 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--method", required=True)
             p.add_argument("--seeds", required=True, help="seed block, e.g. s0 or s0-7")
 
+    helps = {"acquire": "fetch (full) or generate (tiny) one dataset of a paper, with a sha256 manifest",
+             "prepare": "turn one acquired dataset into what training reads",
+             "train": "train one method on one block of seeds (checkpoints, resumes)",
+             "evaluate": "compute one method's records on one block of seeds"}
     for name in ("acquire", "prepare"):
-        job_args(sub.add_parser(name), dataset=True)
+        job_args(sub.add_parser(name, help=helps[name]), dataset=True)
     for name in ("train", "evaluate"):
-        job_args(sub.add_parser(name), method=True)
-    tab = sub.add_parser("tabulate")
+        job_args(sub.add_parser(name, help=helps[name]), method=True)
+    tab = sub.add_parser("tabulate", help="a paper's table, claims, figures and records from its eval files")
     job_args(tab)
     tab.add_argument("--evals", nargs="+", required=True)
     tab.add_argument("--out", required=True)
-    claims = sub.add_parser("claims")
+    claims = sub.add_parser("claims", help="results/claims.md: every claim of every paper with its verdict")
     claims.add_argument("--inputs", nargs="+", required=True)
     claims.add_argument("--out", required=True)
-    report = sub.add_parser("report")
+    report = sub.add_parser("report", help="results/report.html: one self-contained page of every paper")
     report.add_argument("--papers", nargs="+", required=True)
     report.add_argument("--results", default="results")
     report.add_argument("--out", required=True)

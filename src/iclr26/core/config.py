@@ -27,6 +27,19 @@ from .errors import ConfigError  # noqa: E402  (re-exported: callers import it f
 
 
 # ----------------------------------------------------------------------------- workflow config
+def read_yaml_file(path: str | Path) -> Any:
+    """A YAML file, or one ConfigError naming the file, the line and the problem."""
+    path = Path(path)
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}{where}: not valid YAML ({err.problem or err.context})") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot be read ({err.strerror})") from None
+
+
 def _describe(path: Sequence[Any]) -> str:
     return ".".join(str(p) for p in path) or "<config>"
 
