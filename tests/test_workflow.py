@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -216,6 +216,18 @@ def _check_promised_outputs(repo: Path) -> None:
     assert "verdict" in (repo / "results" / "claims.md").read_text()
 
 
+def _jobs_running_in(repo: Path) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"iclr26" in (entry / "cmdline").read_bytes() and \
+                    Path(os.readlink(entry / "cwd")) == repo.resolve():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
 def test_setup_does_nothing_the_second_time():
     proc = subprocess.run(["bash", "scripts/setup.sh"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "[setup] ready" in proc.stdout, proc.stdout + proc.stderr
@@ -241,13 +253,18 @@ def test_end_to_end_killed_midway_then_resumed(checkout):
             finished[path] = path.stat().st_mtime_ns
             if len(finished) >= 2:
                 break
-    os.killpg(proc.pid, signal.SIGKILL)
+    proc.kill()  # kill -9 of Snakemake alone: its running jobs are orphaned
     proc.wait()
+    proc.stdout.close()
     assert len(finished) >= 2, "no training job finished before the kill"
+    deadline = time.time() + 30  # the orphans notice their Snakemake is gone and stop themselves
+    while _jobs_running_in(checkout) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not _jobs_running_in(checkout), "a job outlived its Snakemake"
 
-    # SIGKILL gives Snakemake no chance to release its lock (Ctrl-C would): unlock, then the same command
-    snakemake(checkout, "--unlock", "--config", "scale=smoke")
+    # SIGKILL gave Snakemake no chance to release its lock: the same command removes the stale lock
     resumed = snakemake(checkout, "--cores", "2", "all", "--config", "scale=smoke")
+    assert "removed a stale lock" in resumed.stderr
     assert "Nothing to be done" not in resumed.stdout + resumed.stderr
     for path, mtime in finished.items():
         assert path.stat().st_mtime_ns == mtime, f"{path} was rerun"

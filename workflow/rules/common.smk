@@ -23,7 +23,12 @@ from iclr26.core.config import (  # noqa: E402
     split_overrides,
     validate_workflow_config,
 )
+from iclr26.core.lifecycle import PARENT_ENV, release_stale_locks  # noqa: E402
 from iclr26.core.paper import all_papers  # noqa: E402
+
+# a Snakemake killed with -9 leaves its lock: remove it when no live Snakemake works here
+release_stale_locks(Path.cwd())
+os.environ[PARENT_ENV] = str(os.getpid())  # local jobs stop when this process is gone
 
 try:
     config.update(validate_workflow_config(config, all_papers()))

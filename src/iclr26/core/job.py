@@ -26,6 +26,7 @@ from .config import ConfigError, compose_job_config, config_digest, parse_seed_b
 from .distributed import is_main_process, rank, world_size
 from .errors import DataError
 from .io import atomic_write, read_json, sha256_file, write_json
+from .lifecycle import watch_parent
 from .paper import Paper, get_paper
 from .provenance import provenance
 from .runtime import configure_torch_on_import
@@ -153,6 +154,7 @@ def run_stage(
     job = Job(paper=paper, cfg=cfg, stage=stage, out_dir=out_dir, dataset=dataset, method=method, seeds=seeds)
     verify_inputs(job)
     _limit_threads(threads)
+    watch_parent()  # a local job stops (and checkpoints) when its Snakemake is killed
     configure_torch_on_import(threads)  # now, or when the stage first imports torch
     faults.enter_stage(stage)
     stage_fn = paper.stage(stage)
