@@ -5,13 +5,10 @@ saves a checkpoint, and the resumed job ends with the results of an uninterrupte
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -23,8 +20,8 @@ PAPERS = [slug for slug, paper in all_papers().items() if paper.data_parallel]
 pytestmark = pytest.mark.skipif(not PAPERS, reason="no paper declares data-parallel training")
 
 # The one per-paper setting of this file: overrides that make the paper's smoke train job of its
-# first method and seed 0 stoppable midway, i.e. an early checkpoint and many steps after it, so
-# that a SIGTERM sent once the first checkpoint exists always arrives before the job ends.
+# first method and seed 0 checkpoint early and run on after it, so that the SIGTERM the job sends
+# itself at its first checkpoint (core.faults, ICLR26_FAULT=train:checkpoint:1:term) stops it midway.
 STOPPABLE = {
     "conditioned_init": ["train.regimes.no_warmup.steps=300", "train.checkpoint_every=10"],
 }
@@ -48,8 +45,8 @@ def _command(*args, processes: int) -> list[str]:
             "--dynamo_backend", "no", "-m", "iclr26", *args]
 
 
-def _env() -> dict:
-    return {**venv_env(), "PYTHONPATH": str(REPO / "src")}
+def _env(**extra) -> dict:
+    return {**venv_env(), "PYTHONPATH": str(REPO / "src"), **extra}
 
 
 def _iclr26(workdir, *args, processes=1) -> str:
@@ -62,8 +59,8 @@ def _iclr26(workdir, *args, processes=1) -> str:
 class Job:
     """A job in the background whose output is read as it comes (a full pipe would block it)."""
 
-    def __init__(self, workdir, *args, processes: int):
-        self.proc = subprocess.Popen(_command(*args, processes=processes), cwd=workdir, env=_env(),
+    def __init__(self, workdir, *args, processes: int, env: dict):
+        self.proc = subprocess.Popen(_command(*args, processes=processes), cwd=workdir, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
         self.lines: list[str] = []
@@ -138,13 +135,10 @@ def test_two_processes_match_one(workdir, slug):
 def test_two_processes_stopped_by_sigterm_resume_from_the_checkpoint(workdir, slug):
     _prepare(slug)
     long_run, run_dir = STOPPABLE[slug], _run_dir(workdir, slug)
-    job = Job(workdir, *_job_args("train", slug, long_run), processes=2)
-    deadline = time.monotonic() + 300
-    while not (run_dir / "checkpoint.pt").exists() and job.proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert (run_dir / "checkpoint.pt").exists(), "no checkpoint was written:\n" + "".join(job.lines)[-2000:]
-    os.killpg(job.proc.pid, signal.SIGTERM)  # Slurm signals every process of the job
-    out = job.wait(timeout=120)
+    # the main process sends itself SIGTERM right after its first checkpoint: no race with the clock
+    job = Job(workdir, *_job_args("train", slug, long_run), processes=2,
+              env=_env(ICLR26_FAULT="train:checkpoint:1:term"))
+    out = job.wait(timeout=300)
     assert job.proc.returncode != 0 and not (run_dir / "metrics.json").exists(), out[-2000:]
     assert "checkpoint saved" in out, out[-2000:]
 

@@ -1,21 +1,22 @@
-"""SCORER: the objectives, the two players' updates, seed batching, the environments, all stages."""
-import json
-from pathlib import Path
-
+"""SCORER: the objectives and their written-out gradients, the two players' updates, seed batching,
+the environments and their checkpoint state, resume inside a later environment, the full-scale path.
+(All stages, determinism and a kill at the first checkpoint: tests/test_contract.py.)"""
 import numpy as np
 import pytest
 import torch
 
+from iclr26.core import faults
 from iclr26.core.errors import DataError
-from iclr26.core.job import run_paper, run_stage
+from iclr26.core.job import load_records, run_paper
 from iclr26.papers.scorer import envs as scorer_envs
-from iclr26.papers.scorer.agents import (Batch, ReplayBuffer, SeedBatchedAgent, clip_grad_norm_per_seed_, msbe,
-                                         td_variance)
-from iclr26.papers.scorer.experiment import episode_metrics
+from iclr26.papers.scorer.agents import (SeedBatchedAgent, clip_grad_norm_per_seed_, msbe, msbe_grad, td_variance,
+                                         td_variance_grad)
+from iclr26.papers.scorer.networks import control_net, perception_net, seed_generators
+from iclr26.papers.scorer.replay import Batch, ReplayBuffer
+from iclr26.papers.scorer.training import episode_metrics
 
 HP = dict(gamma=0.99, max_grad_norm=0.3, lr=1e-3, lr_ratio=3, update_order="follower_first", arch="classic",
           latent=16, hidden=16, l1norm=False)
-RECORD_KEYS = {"method", "seed", "env", "env_id", "final_return", "auc", "episodes", "curve"}
 
 
 def _batch(n_seeds, batch_size, obs_dim=4, n_actions=2, seed=0):
@@ -27,16 +28,12 @@ def _batch(n_seeds, batch_size, obs_dim=4, n_actions=2, seed=0):
                  terminated=(torch.rand(n_seeds, batch_size, generator=g) < 0.2).float())
 
 
-def _fields(b):
-    return (b.obs, b.action, b.reward, b.next_obs, b.terminated)
-
-
 def _cat(a, b):
-    return Batch(*(torch.cat([x, y], 1) for x, y in zip(_fields(a), _fields(b))))
+    return Batch(*(torch.cat([x, y], 1) for x, y in zip(a.fields(), b.fields())))
 
 
 def _seed(b, i):
-    return Batch(*(x[i:i + 1] for x in _fields(b)))
+    return Batch(*(x[i:i + 1] for x in b.fields()))
 
 
 def _update(agent, batch):
@@ -62,12 +59,58 @@ def test_td_variance_hand_case_and_shift_invariance():
     assert torch.allclose(td_variance(delta), torch.tensor([1.25, 0.75]))
     assert torch.allclose(msbe(delta), torch.tensor([7.5, 1.0]))
 
-    shift = torch.zeros(1, requires_grad=True)
-    base = torch.randn(3, 64, dtype=torch.float64)
-    (g_var,) = torch.autograd.grad(td_variance(base + shift.double()).sum(), shift)
-    (g_msbe,) = torch.autograd.grad(msbe(base + shift.double()).sum(), shift)
-    assert abs(g_var.item()) < 1e-10          # a constant shift of all TD errors is invisible to the follower
-    assert abs(g_msbe.item()) > 1e-3          # ...but not to the MSBE (so this test can fail)
+    base = torch.randn(3, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    shift = torch.full((3, 1), 0.7, dtype=torch.float64)
+    assert torch.allclose(td_variance_grad(base + shift).sum(-1), torch.zeros(3, dtype=torch.float64), atol=1e-12)
+    assert (msbe_grad(base + shift).sum(-1) - msbe_grad(base).sum(-1)).abs().min() > 1e-3  # MSBE sees it
+
+
+@pytest.mark.parametrize("objective, gradient", [(msbe, msbe_grad), (td_variance, td_variance_grad)])
+def test_written_out_loss_gradients_equal_autograd(objective, gradient):
+    delta = torch.randn(4, 48, dtype=torch.float64, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    (expected,) = torch.autograd.grad(objective(delta).sum(), delta)
+    assert torch.allclose(gradient(delta.detach()), expected, rtol=1e-12, atol=1e-15)
+
+
+def _autograd_forward(net, x, params):
+    """The network's forward in differentiable torch ops, for the reference gradients."""
+    weights = iter(params)
+    for op, _ in net.plan:
+        if op == "linear":
+            weight, bias = next(weights), next(weights)
+            x = torch.baddbmm(bias, x, weight)
+        elif op == "tanh":
+            x = torch.tanh(x)
+        elif op == "relu":
+            x = torch.relu(x)
+        else:
+            x = x / x.abs().mean(-1, keepdim=True).clamp_min(1e-8)
+    return x
+
+
+@pytest.mark.parametrize("arch, l1norm", [("classic", False), ("classic", True), ("minatar", False)])
+@pytest.mark.parametrize("player", ["perception", "control"])
+def test_written_out_backward_equals_autograd(arch, l1norm, player):
+    gens = seed_generators([0, 1, 2])
+    net = (perception_net(10, 16, arch, gens, l1norm) if player == "perception"
+           else control_net(16, 12, 3, arch, gens)).double()
+    x = torch.randn(3, 20, 10 if player == "perception" else 16, dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(2))
+    out_grad = torch.randn(3, 20, 16 if player == "perception" else 3, dtype=torch.float64,
+                           generator=torch.Generator().manual_seed(3))
+    params = [p.detach().clone().requires_grad_(True) for p in net.parameters()]
+    x_ref = x.clone().requires_grad_(True)
+    expected = torch.autograd.grad(_autograd_forward(net, x_ref, params), [x_ref, *params], out_grad)
+
+    out, saved = net.forward_saving(x)
+    assert torch.allclose(out, _autograd_forward(net, x, params).detach(), rtol=1e-12, atol=1e-12)
+    x_grad, param_grads = net.backward(saved, out_grad, input_grad=True, param_grads=True)
+    assert len(param_grads) == len(params)
+    for got, want in zip([x_grad, *param_grads], expected):
+        assert torch.allclose(got, want, rtol=1e-10, atol=1e-12)
+    # parameter gradients only: the same numbers, and no input gradient
+    x_grad, only_params = net.backward(saved, out_grad, input_grad=False, param_grads=True)
+    assert x_grad is None and _same(only_params, param_grads)
 
 
 def test_per_seed_clipping_is_independent():
@@ -133,7 +176,7 @@ def test_batched_seeds_equal_separate_networks(method):
     seeds = [3, 5, 7]
     together = SeedBatchedAgent(method, 4, 2, seeds, HP)
     alone = [SeedBatchedAgent(method, 4, 2, [s], HP) for s in seeds]
-    obs = torch.randn(3, 10, 4)
+    obs = torch.randn(3, 10, 4, generator=torch.Generator().manual_seed(4))
     q_together = together.control(together.perception(obs))
     for i, agent in enumerate(alone):
         assert torch.allclose(q_together[i], agent.control(agent.perception(obs[i:i + 1]))[0], atol=1e-6)
@@ -191,18 +234,35 @@ def test_env_check_catches_wrong_dynamics(monkeypatch):
 
 
 def test_distractor_wrapper_appends_noise():
-    env = scorer_envs.make_vec_env({"env_id": "CartPole-v1", "impl": "native", "distractor_dims": 28}, 16)
+    spec = {"env_id": "CartPole-v1", "impl": "native", "distractor_dims": 28}
+    env = scorer_envs.make_vec_env(spec, 16)
     obs, _ = env.reset(seed=3)
     assert obs.shape == (16, 32) and env.single_observation_space.shape == (32,)
     nxt = env.step(np.zeros(16, dtype=np.int64))[0]
     assert not np.allclose(obs[:, 4:], nxt[:, 4:])  # fresh noise every step
-    again, _ = scorer_envs.make_vec_env({"env_id": "CartPole-v1", "impl": "native", "distractor_dims": 28},
-                                        16).reset(seed=3)
+    again, _ = scorer_envs.make_vec_env(spec, 16).reset(seed=3)
     assert np.array_equal(obs, again)               # seeded
 
 
+@pytest.mark.parametrize("spec", [{"env_id": "CartPole-v1", "impl": "native", "distractor_dims": 3},
+                                  {"env_id": "Acrobot-v1", "impl": "batched"},
+                                  {"env_id": "CartPole-v1", "impl": "sync", "distractor_dims": 2}])
+def test_env_state_restores_the_same_trajectory(spec):
+    """A checkpointed env continues exactly as the original would (autoresets and noise included)."""
+    def run(env, steps, seed):
+        actions = np.random.default_rng(seed).integers(0, 2, size=(steps, 6))
+        return [np.concatenate([np.ravel(x).astype(float) for x in env.step(a)[:4]]) for a in actions]
+
+    env = scorer_envs.make_vec_env(spec, 6)
+    env.reset(seed=5)
+    run(env, 40, seed=0)
+    state = scorer_envs.env_state(env)
+    expected = run(env, 200, seed=1)
+    restored = scorer_envs.restore_env_state(scorer_envs.make_vec_env(spec, 6), state)
+    assert np.array_equal(np.stack(run(restored, 200, seed=1)), np.stack(expected))
+
+
 def test_minatar_missing_is_one_clear_error():
-    pytest.importorskip("gymnasium")
     try:
         import minatar  # noqa: F401
         pytest.skip("minatar is installed")
@@ -212,83 +272,48 @@ def test_minatar_missing_is_one_clear_error():
         scorer_envs.describe({"env_id": "MinAtar/Breakout-v1", "impl": "sync"})
 
 
-# ----------------------------------------------------------------------------- all stages
-def _records(eval_files):
-    out = {}
-    for path in eval_files:
-        payload = json.loads(Path(path).read_text())
-        for r in payload["records"]:
-            out[(payload["provenance"]["method"], r["seed"], r["env"])] = r
-    return out
+# ----------------------------------------------------------------------------- resume, full-scale path
+def _records(evals):
+    return sorted(load_records(evals), key=lambda r: (r["method"], r["env"], r["seed"]))
 
 
-def test_smoke_all_stages(workdir):
-    evals = run_paper("scorer", "smoke")
-    records = _records(evals)
-    assert len(evals) == 4 and len(records) == 4 * 2 * 3
-    for (method, seed, env), r in records.items():
-        assert RECORD_KEYS - {"method"} <= set(r), r.keys()
-        assert r["episodes"] > 0 and r["final_return"] is not None
-    assert (workdir / "data/smoke/scorer/prepared/acrobot/env_check.json").exists()
-    assert (workdir / "runs/smoke/scorer/scorer/s0-1/curves.npz").exists()
-    assert not (workdir / "runs/smoke/scorer/scorer/s0-1/checkpoint.pt").exists()
-
-    import pandas as pd
-
-    from iclr26.core.config import compose_job_config
-    from iclr26.papers.scorer.experiment import figures
-
-    df = pd.DataFrame([{"method": m, **r} for (m, _, _), r in records.items()])
-    paths = figures(compose_job_config("scorer", "smoke"), df, workdir / "fig")
-    assert all(Path(p).stat().st_size > 1000 for p in paths)
+def _killed_and_resumed(tmp_path, monkeypatch, name, overrides, after):
+    """Train scorer_msbe at smoke scale, stopped right after its `after`-th checkpoint, then resumed."""
+    (tmp_path / name).mkdir()
+    monkeypatch.chdir(tmp_path / name)
+    with faults.armed("train", "checkpoint", after=after), pytest.raises(faults.InjectedFault):
+        run_paper("scorer", "smoke", overrides, methods=["scorer_msbe"])
+    checkpoint = torch.load("runs/smoke/scorer/scorer_msbe/s0-1/checkpoint.pt", weights_only=True)
+    return checkpoint["state"], _records(run_paper("scorer", "smoke", overrides, methods=["scorer_msbe"]))
 
 
-def test_same_seeds_same_records(workdir, monkeypatch):
-    results = []
-    for sub in ("a", "b"):
-        (workdir / sub).mkdir()
-        monkeypatch.chdir(workdir / sub)
-        results.append(_records(run_paper("scorer", "smoke", methods=["scorer"])))
-    assert results[0] == results[1]
-
-
-def test_kill_and_resume_gives_the_same_records(workdir, monkeypatch):
-    (workdir / "ref").mkdir()
-    monkeypatch.chdir(workdir / "ref")
+def test_resume_inside_a_later_environment_from_a_weights_only_checkpoint(tmp_path, monkeypatch):
+    (tmp_path / "reference").mkdir()
+    monkeypatch.chdir(tmp_path / "reference")
     reference = _records(run_paper("scorer", "smoke", methods=["scorer_msbe"]))
-
-    (workdir / "killed").mkdir()
-    monkeypatch.chdir(workdir / "killed")
-    for dataset in ("cartpole", "cartpole_distractor", "acrobot"):
-        run_stage("acquire", "scorer", "smoke", dataset=dataset)
-        run_stage("prepare", "scorer", "smoke", dataset=dataset)
-    # smoke: 550 vector steps per env, checkpoint every 100; crash in the 2nd env, right after step 200
-    crash = ("train.fail_at_step=750",)
-    with pytest.raises(RuntimeError, match="simulated preemption"):
-        run_stage("train", "scorer", "smoke", crash, method="scorer_msbe", seed_block="s0-1")
-    run_dir = Path("runs/smoke/scorer/scorer_msbe/s0-1")
-    state = torch.load(run_dir / "checkpoint.pt", weights_only=False)
-    assert list(state["done"]) == ["cartpole"] and state["run"]["it"] == 200
-    assert not (run_dir / "metrics.json").exists()
-
-    run_stage("train", "scorer", "smoke", method="scorer_msbe", seed_block="s0-1")
-    resumed = _records([run_stage("evaluate", "scorer", "smoke", method="scorer_msbe", seed_block="s0-1")])
-    assert resumed == reference  # bit-identical: weights, Adam moments, buffers, env and RNG states restored
-    ref_metrics = json.loads((workdir / "ref" / run_dir / "metrics.json").read_text())
-    assert json.loads((run_dir / "metrics.json").read_text())["n_updates"] == ref_metrics["n_updates"]
+    # smoke: 550 vector steps per environment, a checkpoint every 100: the 7th is step 200 of `second`
+    state, resumed = _killed_and_resumed(tmp_path, monkeypatch, "killed", (), after=7)
+    assert (state["slot"], state["it"]) == ("second", 200)
+    assert resumed == reference  # weights, Adam moments, buffers, env and RNG states all restored
 
 
-def test_full_scale_code_paths_on_cpu(workdir):
+def test_full_scale_code_paths_on_cpu(tmp_path, monkeypatch):
     """What full scale runs, minus MinAtar and the GPU: gymnasium's SyncVectorEnv (pickled into the
-    checkpoints), the MinAtar-shaped networks (L1Norm, ReLU) and the official code's update order."""
+    checkpoints), the MinAtar-shaped networks (L1Norm, ReLU) and the official code's update order;
+    killed inside the first environment and resumed, it gives the uninterrupted run's records."""
     from iclr26.core.config import compose_job_config
 
     full = compose_job_config("scorer", "full")
-    assert {e["env_id"] for e in full["data"]["envs"].values()} == {
+    assert {spec["env_id"] for spec in full["data"].values()} == {
         "MinAtar/Breakout-v1", "MinAtar/SpaceInvaders-v1", "MinAtar/Asterix-v1"}
     assert full["train"]["arch"] == "minatar" and full["device"] == "cuda"
 
-    overrides = ("data.envs.cartpole.impl=sync", "data.envs.acrobot.impl=sync", "train.arch=minatar",
+    overrides = ("data.headline.impl=sync", "data.third.impl=sync", "train.arch=minatar",
                  "train.latent=32", "train.hidden=32", "train.update_order=leader_first")
-    records = _records(run_paper("scorer", "smoke", overrides, methods=["scorer"]))
-    assert len(records) == 2 * 3 and all(r["episodes"] > 0 for r in records.values())
+    (tmp_path / "reference").mkdir()
+    monkeypatch.chdir(tmp_path / "reference")
+    reference = _records(run_paper("scorer", "smoke", overrides, methods=["scorer_msbe"]))
+    assert len(reference) == 2 * 3 and all(r["episodes"] > 0 for r in reference)
+    state, resumed = _killed_and_resumed(tmp_path, monkeypatch, "killed", overrides, after=2)
+    assert (state["slot"], state["it"]) == ("headline", 200) and "pickled_env" in state["env"]
+    assert resumed == reference

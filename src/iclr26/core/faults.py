@@ -7,6 +7,8 @@ started by Snakemake:
 
     ICLR26_FAULT="<stage>:<point>:<n>"          raise InjectedFault the n-th time <point> is reached
     ICLR26_FAULT="<stage>:<point>:<n>:kill"     SIGKILL this process instead (a real kill -9)
+    ICLR26_FAULT="<stage>:<point>:<n>:term"     send this process SIGTERM and carry on (what Slurm
+                                                sends before it preempts: a clean, checkpointed stop)
 
 No paper config or module global carries a test flag.
 """
@@ -30,7 +32,7 @@ class _Fault:
     stage: str
     point: str
     after: int
-    kill: bool = False
+    action: str = "raise"  # raise | kill | term
     seen: int = 0
 
 
@@ -40,9 +42,10 @@ _stage: str | None = None
 
 def parse(text: str) -> _Fault:
     parts = text.split(":")
-    if len(parts) not in (3, 4) or parts[1] not in POINTS or not parts[2].isdigit() or parts[3:] not in ([], ["kill"]):
-        raise ValueError(f"{ENV}={text!r}: expected <stage>:<{'|'.join(POINTS)}>:<n>[:kill]")
-    return _Fault(parts[0], parts[1], int(parts[2]), kill=parts[3:] == ["kill"])
+    if len(parts) not in (3, 4) or parts[1] not in POINTS or not parts[2].isdigit() or \
+            parts[3:] not in ([], ["kill"], ["term"]):
+        raise ValueError(f"{ENV}={text!r}: expected <stage>:<{'|'.join(POINTS)}>:<n>[:kill|:term]")
+    return _Fault(parts[0], parts[1], int(parts[2]), action=parts[3] if len(parts) == 4 else "raise")
 
 
 def enter_stage(stage: str) -> None:
@@ -72,6 +75,9 @@ def reached(point: str) -> None:
         return
     fault.seen += 1
     if fault.seen == fault.after:
-        if fault.kill:
+        if fault.action == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if fault.action == "term":
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         raise InjectedFault(f"injected fault: {fault.stage} {point} #{fault.after}")

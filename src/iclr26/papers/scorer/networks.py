@@ -54,45 +54,55 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
     return x / x.abs().mean(-1, keepdim=True).clamp_min(L1_EPS)
 
 
+def activation(op: str, x: torch.Tensor) -> torch.Tensor:
+    if op == "tanh":
+        return tanh(x)
+    if op == "relu":
+        return torch.relu(x)
+    if op == "l1norm":
+        return l1_norm(x)
+    raise ValueError(f"unknown op {op!r}")
+
+
 class SeedMLP(nn.Module):
     """Seed-batched linear layers and activations applied in order (`ops`: "linear", "tanh",
-    "relu", "l1norm"); the k-th "linear" is self.linears[k]."""
+    "relu", "l1norm"); the k-th "linear" is linears[k]."""
 
     def __init__(self, ops: list[str], linears: list[SeedLinear]):
         super().__init__()
-        self.ops = list(ops)
         self.linears = nn.ModuleList(linears)  # parameters(): weight, bias of each layer in order
-
-    def _layers(self):
-        layers = iter(self.linears)
-        return [(op, next(layers) if op == "linear" else None) for op in self.ops]
+        layers = iter(linears)
+        self.plan = [(op, next(layers) if op == "linear" else None) for op in ops]  # (deepcopy keeps it right)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_saving(x)[0]
+        for op, layer in self.plan:
+            if op == "linear":
+                x = torch.baddbmm(layer.bias, x, layer.weight)  # = layer(x), without nn.Module's call overhead
+            else:
+                x = activation(op, x)
+        return x
 
     def forward_saving(self, x: torch.Tensor) -> tuple[torch.Tensor, list]:
         """The output, and per op what its backward needs."""
         saved = []
-        for op, layer in self._layers():
+        for op, layer in self.plan:
             if op == "linear":
                 saved.append(x)                      # the input: dL/dW = x^T dL/dy
-                x = layer(x)
-            elif op in ("tanh", "relu"):
-                x = tanh(x) if op == "tanh" else torch.relu(x)
-                saved.append(x)                      # the output: both derivatives are in terms of it
+                x = torch.baddbmm(layer.bias, x, layer.weight)
             elif op == "l1norm":
                 mean_abs = x.abs().mean(-1, keepdim=True)
                 denom = mean_abs.clamp_min(L1_EPS)
                 saved.append((x, mean_abs, denom))
                 x = x / denom
             else:
-                raise ValueError(f"unknown op {op!r}")
+                x = activation(op, x)
+                saved.append(x)                      # tanh, relu: the derivative is in terms of the output
         return x, saved
 
     def backward(self, saved: list, grad: torch.Tensor, input_grad: bool, param_grads: bool):
         """dL/dx (None unless `input_grad`) and the parameters' gradients (in `parameters()` order;
         empty unless `param_grads`) from dL/d(output)."""
-        layers = self._layers()
+        layers = self.plan
         first_needed = 0 if input_grad else min(i for i, (op, _) in enumerate(layers) if op == "linear")
         grads = []
         for i in range(len(layers) - 1, first_needed - 1, -1):
