@@ -40,6 +40,8 @@ SCALE = config["scale"]
 PAPERS = config["papers"]
 PAPER_DECL = all_papers()
 TABLE_FILES = ["table.md", "table.csv", "table.tex", "claims.json"]
+# everything tabulate writes besides the paper's figures
+RESULT_FILES = [*TABLE_FILES, "records.csv", "config.yaml", "provenance.json"]
 
 
 def overrides(paper):
@@ -153,12 +155,8 @@ def launcher(wildcards):
     )
 
 
-def eval_files(wildcards):
-    return [
-        f"runs/{SCALE}/{wildcards.paper}/{m}/{b}/eval.json"
-        for m in methods(wildcards.paper)
-        for b in blocks(wildcards.paper)
-    ]
+def eval_files(paper):
+    return [f"runs/{SCALE}/{paper}/{m}/{b}/eval.json" for m in methods(paper) for b in blocks(paper)]
 
 
 wildcard_constraints:

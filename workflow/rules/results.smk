@@ -1,26 +1,32 @@
 # Stage 5: tabulate (table, claims, figures per paper), then the cross-paper claims and report.
 
 
-rule tabulate:
-    input:
-        eval_files,
-    output:
-        report("results/{paper}/table.md", category="{paper}", caption="../report/table.rst"),
-        "results/{paper}/table.csv",
-        "results/{paper}/table.tex",
-        "results/{paper}/claims.json",
-    log:
-        "logs/" + SCALE + "/{paper}/tabulate.log",
-    localrule: True
-    conda:
-        "../../envs/pipeline.yaml"
-    threads: 1
-    params:
-        config=lambda w: config_digest(job_config(w.paper)),
-        args=lambda w: cli_args(w.paper),
-    shell:
-        "python -m iclr26 tabulate --paper {wildcards.paper} --scale " + SCALE + " {params.args}"
-        " --evals {input} --out results/{wildcards.paper} 2>&1 | tee {log}"
+# One tabulate rule per discovered paper: every file it writes is a declared output, the figures
+# included (their names come from the paper's declaration), so a deleted one is made again.
+for _paper in PAPERS:
+
+    rule:
+        name:
+            f"tabulate_{_paper}"
+        input:
+            lambda w, paper=_paper: eval_files(paper),
+        output:
+            report(f"results/{_paper}/table.md", category=_paper, caption="../report/table.rst"),
+            *(f"results/{_paper}/{name}" for name in RESULT_FILES if name != "table.md"),
+            *(f"results/{_paper}/{name}" for name in PAPER_DECL[_paper].figures),
+        log:
+            f"logs/{SCALE}/{_paper}/tabulate.log",
+        localrule: True
+        conda:
+            "../../envs/pipeline.yaml"
+        threads: 1
+        params:
+            paper=_paper,
+            config=lambda w, paper=_paper: config_digest(job_config(paper)),
+            args=lambda w, paper=_paper: cli_args(paper),
+        shell:
+            "python -m iclr26 tabulate --paper {params.paper} --scale " + SCALE + " {params.args}"
+            " --evals {input} --out results/{params.paper} 2>&1 | tee {log}"
 
 
 rule claims:

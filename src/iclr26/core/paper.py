@@ -26,6 +26,7 @@ class Paper:
     methods: tuple[str, ...]          # the rows of the paper's table, in order
     datasets: tuple[str, ...]         # one acquire + prepare job each; the keys of the config's `data`
     metrics: tuple[str, ...]          # what its records carry: every table column and claim uses one
+    figures: tuple[str, ...]          # the files its figures() writes into results/<slug>/ (declared outputs)
     stage_module: str                 # module with acquire/prepare/train/evaluate (+ figures)
     arxiv: str | None = None
     openreview: str | None = None

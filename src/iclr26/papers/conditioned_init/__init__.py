@@ -11,6 +11,7 @@ PAPER = Paper(
     methods=("random", "xavier", "mimetic", "conditioned"),  # table rows, in order
     datasets=("images",),  # motif pairs at tiny/smoke, CIFAR-10 at full (config data.images.source)
     metrics=("kappa_J_init", "log10_kappa_J_init", "loss_auc", "steps_to_target", "test_acc"),
+    figures=("loss_curves.png", "kappa_vs_accuracy.png"),
     stage_module="iclr26.papers.conditioned_init.stages",
     data_parallel=True,  # training.py shards each batch over `accelerate launch` processes
     gpu_stages=("train",),  # evaluate reads the saved test logits with numpy

@@ -13,6 +13,7 @@ PAPER = Paper(
     methods=("ei_sde", "ei_ode", "ei_ode_noise"),  # Benton et al.'s scheme, ablation, the paper's scheme
     datasets=("atoms_1d", "triangle_2d"),          # 1-D Dirac mixture; non-product 2-D triangle of atoms
     metrics=("kl_fwd", "slope", "eps_exponent", "slope_rev", "eps_exponent_rev", "d_exponent", "girsanov"),
+    figures=("kl_vs_n.png", "delta_sweep.png", "d_sweep.png", "c_sweep.png", "girsanov.png"),
     stage_module="iclr26.papers.diffusion_convergence.stages",
     gpu_stages=(),  # numpy on CPU at every scale
 )

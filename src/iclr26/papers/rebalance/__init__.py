@@ -8,6 +8,7 @@ PAPER = Paper(
     methods=("original", "keyword_suppression", "static_steering", "rebalance"),  # table rows, in order
     datasets=("math",),
     metrics=("accuracy", "acc_hard", "thinking_tokens", "len_correct", "len_incorrect", "errors_fixed", "reflections"),
+    figures=("accuracy_vs_thinking_tokens.png",),
     stage_module="iclr26.papers.rebalance.stages",
     gpu_stages=("prepare", "evaluate"),   # prepare calibrates (one pass, shared by both steering arms); train is numpy
 )

@@ -24,5 +24,6 @@ PAPER = Paper(
     methods=("dqn", "dqn_per_layer_lr", "scorer_msbe", "scorer"),
     datasets=("headline", "second", "third"),
     metrics=("final_return", "auc"),
+    figures=("learning_curves.png",),
     stage_module="iclr26.papers.scorer.stages",
 )

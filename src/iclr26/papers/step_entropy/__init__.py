@@ -10,6 +10,7 @@ PAPER = Paper(
     datasets=("reasoning", "filler_weakness"),  # the headline task and the card's weakness row
     metrics=("accuracy", "acc_drop", "thinking_tokens", "necessary_kept", "score_comp", "score_redundant",
              "skip_ratio", "comp_steps"),
+    figures=("accuracy_vs_mask_ratio.png",),
     stage_module="iclr26.papers.step_entropy.stages",
     gpu_stages=("prepare", "train", "evaluate"),   # prepare writes the model's own traces (one pass, shared)
 )
