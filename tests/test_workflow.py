@@ -292,6 +292,11 @@ def test_end_to_end_killed_midway_then_resumed(checkout):
     assert not any(f"tabulate_{other}" in counts for other in others), counts
     assert "acquire" not in counts and "prepare" not in counts, counts
     paper_config.write_text(original)
+    # the same for an override on the command line: it reaches only the jobs of the keys they read
+    plan = snakemake(checkout, "-n", "all", "--config", "scale=smoke", f"overrides=[{edited}:+not_read_by_data=1]",
+                     "--quiet", "rules").stdout
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", plan.split("Job stats:")[1], re.M))
+    assert "acquire" not in counts and "prepare" not in counts and int(counts.get("train", 0)) >= 1, counts
 
     # every file tabulate writes is a declared output: a deleted one is made again by a plain rerun
     deleted = [checkout / "results" / edited / name for name in ("records.csv", "provenance.json")]

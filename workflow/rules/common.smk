@@ -21,6 +21,8 @@ from iclr26.core.config import (  # noqa: E402
     retry_scaled,
     seed_blocks,
     split_overrides,
+    stage_config,
+    stage_overrides,
     validate_workflow_config,
 )
 from iclr26.core.lifecycle import PARENT_ENV, release_stale_locks  # noqa: E402
@@ -82,16 +84,17 @@ def blocks(paper):
 @functools.cache
 def digest(paper, stage):
     """Params that make Snakemake rerun a job when the config it reads or the paper's code changes.
-    (Changes to shared code under src/iclr26/core rerun nothing by themselves: use --forcerun.)"""
-    cfg = job_config(paper)
-    if stage in ("acquire", "prepare"):
-        return config_digest({"data": cfg.get("data"), "scale": SCALE, "code": PAPER_DECL[paper].source_digest()})
+    A data stage reads only part of the config (core.config.stage_config). (Changes to shared code
+    under src/iclr26/core rerun nothing by themselves: use --forcerun.)"""
+    cfg = stage_config(job_config(paper), stage, PAPER_DECL[paper].data_reads)
     return config_digest({"code": PAPER_DECL[paper].source_digest(), **results_config(cfg)})
 
 
-def cli_args(paper):
-    """The workflow's overrides and seeds, passed on to the job's own Hydra composition."""
-    args = [f"--override={o}" for o in overrides(paper)]
+def cli_args(paper, stage=None):
+    """The workflow's overrides (those of the keys the stage reads) and seeds, passed on to the
+    job's own Hydra composition."""
+    chosen = stage_overrides(overrides(paper), stage, PAPER_DECL[paper].data_reads) if stage else overrides(paper)
+    args = [f"--override={o}" for o in chosen]
     if config["seeds"]:
         args.append("--seed-list=" + ",".join(map(str, config["seeds"])))
     return " ".join(shlex.quote(a) for a in args)

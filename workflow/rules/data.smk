@@ -17,7 +17,7 @@ rule acquire:
         **stage_resources("acquire"),
     params:
         config=lambda w: digest(w.paper, "acquire"),
-        args=lambda w: cli_args(w.paper),
+        args=lambda w: cli_args(w.paper, "acquire"),
         source=lambda w: source_of(w.paper, w.dataset),
     message:
         "acquire {wildcards.paper}/{wildcards.dataset} ({wildcards.scale}): {params.source}"
@@ -42,7 +42,7 @@ rule prepare:
         **stage_resources("prepare"),
     params:
         config=lambda w: digest(w.paper, "prepare"),
-        args=lambda w: cli_args(w.paper),
+        args=lambda w: cli_args(w.paper, "prepare"),
     shell:
         "python -m iclr26 prepare --paper {wildcards.paper} --scale {wildcards.scale}"
         " --dataset {wildcards.dataset} {params.args} 2>&1 | tee {log}"

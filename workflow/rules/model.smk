@@ -25,7 +25,7 @@ rule train:
         **stage_resources("train"),
     params:
         config=lambda w: digest(w.paper, "train"),
-        args=lambda w: cli_args(w.paper),
+        args=lambda w: cli_args(w.paper, "train"),
         launch=launcher,
     shell:
         "{params.launch} iclr26 train --paper {wildcards.paper} --scale {wildcards.scale}"
@@ -49,7 +49,7 @@ rule evaluate:
         **stage_resources("evaluate"),
     params:
         config=lambda w: digest(w.paper, "evaluate"),
-        args=lambda w: cli_args(w.paper),
+        args=lambda w: cli_args(w.paper, "evaluate"),
     shell:
         "python -m iclr26 evaluate --paper {wildcards.paper} --scale {wildcards.scale}"
         " --method {wildcards.method} --seeds {wildcards.seeds} {params.args} 2>&1 | tee {log}"

@@ -207,6 +207,59 @@ def check_override_types(slug: str, scale: str, overrides: Sequence[str], defaul
 
 
 PRESENTATION_KEYS = ("table", "claims", "reported", "resources", "deviations")
+# what every stage may read: who and where the job is, not how a method works
+JOB_KEYS = ("slug", "scale", "seeds", "seed_batch", "threads", "device", "launch", "resources", "conda_env")
+DATA_STAGES = ("acquire", "prepare")
+
+
+class StageConfig(dict):
+    """The part of a job config one stage may read. The data stages (acquire, prepare) see `data`,
+    the job keys and the sections their paper declares in `data_reads`; so a training override
+    does not rerun them, and reading any other section is an error, not a silently stale input."""
+
+    def __init__(self, visible: dict, hidden: Iterable[str], where: str):
+        super().__init__(visible)
+        self._hidden, self._where = frozenset(hidden), where
+
+    def _refuse(self, key):
+        raise ConfigError(f"{self._where} reads config key '{key}', which it does not declare: add it to "
+                          "the paper's data_reads (so that a change of it reruns this stage)")
+
+    def __getitem__(self, key):
+        if key in self._hidden:
+            self._refuse(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        if key in self._hidden:
+            self._refuse(key)
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        if key in self._hidden:
+            self._refuse(key)
+        return super().__contains__(key)
+
+
+def stage_keys(stage: str, data_reads: Iterable[str]) -> tuple[str, ...] | None:
+    """Top-level config keys a stage reads (None: all of them)."""
+    return (*JOB_KEYS, "data", *data_reads) if stage in DATA_STAGES else None
+
+
+def stage_config(cfg: dict, stage: str, data_reads: Iterable[str] = ()) -> dict:
+    keys = stage_keys(stage, data_reads)
+    if keys is None:
+        return cfg
+    visible = {k: v for k, v in cfg.items() if k in keys}
+    return StageConfig(visible, [k for k in cfg if k not in keys], f"stage {stage} of paper {cfg.get('slug')}")
+
+
+def stage_overrides(overrides: Iterable[str], stage: str, data_reads: Iterable[str] = ()) -> list[str]:
+    """The overrides a stage's job is given: those of the keys it reads."""
+    keys = stage_keys(stage, data_reads)
+    if keys is None:
+        return list(overrides)
+    return [o for o in overrides if o.lstrip("+~").split("=", 1)[0].split(".")[0] in keys]
 
 
 def results_config(cfg: dict) -> dict:

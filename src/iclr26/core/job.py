@@ -22,7 +22,15 @@ import yaml
 
 from . import faults
 from .checkpoint import Checkpointer
-from .config import ConfigError, compose_job_config, config_digest, parse_seed_block, results_config
+from .config import (
+    ConfigError,
+    compose_job_config,
+    config_digest,
+    parse_seed_block,
+    results_config,
+    stage_config,
+    stage_overrides,
+)
 from .distributed import is_main_process, rank, world_size
 from .errors import DataError
 from .io import atomic_write, read_json, sha256_file, write_json
@@ -121,7 +129,7 @@ def file_manifest(directory: Path) -> dict[str, dict]:
 
 
 def _save_config(job: Job) -> None:
-    atomic_write(job.out_dir / f"{job.stage}.config.yaml", yaml.safe_dump(job.cfg, sort_keys=False))
+    atomic_write(job.out_dir / f"{job.stage}.config.yaml", yaml.safe_dump(dict(job.cfg), sort_keys=False))
 
 
 def run_stage(
@@ -136,7 +144,8 @@ def run_stage(
 ) -> Path:
     """Compose the config, run one stage of one paper, write its completion file; return its path."""
     paper = get_paper(slug)
-    cfg = compose_job_config(slug, scale, tuple(overrides), seeds_override)
+    overrides = stage_overrides(overrides, stage, paper.data_reads)
+    cfg = stage_config(compose_job_config(slug, scale, tuple(overrides), seeds_override), stage, paper.data_reads)
     threads = int(os.environ.get("ICLR26_THREADS", cfg.get("threads", 1)))
     if stage in ("acquire", "prepare"):
         out_dir = data_dir(scale, slug, "raw" if stage == "acquire" else "prepared", dataset)

@@ -32,6 +32,7 @@ class Paper:
     openreview: str | None = None
     code: str | None = None           # official repository, where one exists
     gpu_stages: tuple[str, ...] = field(default=("train", "evaluate"))
+    data_reads: tuple[str, ...] = ()  # config sections acquire/prepare read besides `data` and the job keys
     data_parallel: bool = False       # train() uses core.distributed: may run as several processes
 
     def module(self) -> ModuleType:

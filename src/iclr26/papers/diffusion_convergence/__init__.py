@@ -16,4 +16,5 @@ PAPER = Paper(
     figures=("kl_vs_n.png", "delta_sweep.png", "d_sweep.png", "c_sweep.png", "girsanov.png"),
     stage_module="iclr26.papers.diffusion_convergence.stages",
     gpu_stages=(),  # numpy on CPU at every scale
+    data_reads=("train",),  # prepare builds the grids the sweeps (train.sweeps, train.refine) use
 )

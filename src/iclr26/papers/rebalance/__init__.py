@@ -11,4 +11,5 @@ PAPER = Paper(
     figures=("accuracy_vs_thinking_tokens.png",),
     stage_module="iclr26.papers.rebalance.stages",
     gpu_stages=("prepare", "evaluate"),   # prepare calibrates (one pass, shared by both steering arms); train is numpy
+    data_reads=("model", "base", "format", "method", "eval"),  # prepare trains (tiny) or loads the model, calibrates
 )

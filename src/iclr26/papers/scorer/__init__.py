@@ -26,4 +26,5 @@ PAPER = Paper(
     metrics=("final_return", "auc"),
     figures=("learning_curves.png",),
     stage_module="iclr26.papers.scorer.stages",
+    data_reads=("check",),  # prepare: how long to step the training env beside gymnasium's
 )

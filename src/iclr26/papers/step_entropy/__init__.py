@@ -13,4 +13,5 @@ PAPER = Paper(
     figures=("accuracy_vs_mask_ratio.png",),
     stage_module="iclr26.papers.step_entropy.stages",
     gpu_stages=("prepare", "train", "evaluate"),   # prepare writes the model's own traces (one pass, shared)
+    data_reads=("model", "base", "format", "method", "train"),  # prepare writes the model's own traces
 )
