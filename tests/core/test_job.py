@@ -85,3 +85,33 @@ def test_a_checkpoint_is_resumed_only_under_its_own_config(tmp_path):
     Checkpointer(tmp_path, config_digest="one").save({"step": 3})
     assert Checkpointer(tmp_path, config_digest="one").load() == {"step": 3}
     assert Checkpointer(tmp_path, config_digest="two").load() is None
+
+
+class _Payload:  # any class: unpickling it would run code chosen by whoever wrote the file
+    pass
+
+
+def test_a_checkpoint_holding_a_pickled_object_is_refused_with_one_line(tmp_path, capsys):
+    import torch
+
+    from iclr26.core.checkpoint import Checkpointer
+
+    torch.save({"config_digest": "one", "state": {"step": 3, "env": _Payload()}}, tmp_path / "checkpoint.pt")
+    assert Checkpointer(tmp_path, config_digest="one").load() is None
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 and "refusing" in lines[0] and "pickled objects" in lines[0]
+
+
+def test_rng_states_round_trip_through_a_weights_only_checkpoint(tmp_path):
+    import random
+
+    import numpy as np
+    import torch
+
+    from iclr26.core.checkpoint import Checkpointer, rng_state, set_rng_state
+
+    random.seed(1), np.random.seed(2), torch.manual_seed(3)
+    Checkpointer(tmp_path, config_digest="d").save({"rng": rng_state()})
+    expected = (random.random(), np.random.rand(), torch.rand(1).item())
+    set_rng_state(Checkpointer(tmp_path, config_digest="d").load()["rng"])
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected

@@ -269,3 +269,15 @@ def test_a_job_stopped_inside_a_later_run_resumes_that_run_and_keeps_the_finishe
     assert _train_and_evaluate() == straight
     assert {name: (run_dir / name).stat().st_mtime_ns for name in finished} == finished  # not trained again
     assert not (run_dir / "checkpoint.pt").exists()  # deleted once the job completed
+
+
+def test_an_unpinned_or_different_archive_is_never_unpickled(tmp_path):
+    from iclr26.core.errors import DataError
+    from iclr26.papers.conditioned_init import data
+
+    archive = tmp_path / "cifar.tar.gz"
+    digest = fake_cifar10(archive)
+    assert data.read_cifar10(archive, digest)["x_train"].dtype.name == "uint8"
+    for pin in (None, "0" * 64):
+        with pytest.raises(DataError, match="refusing to unpickle it"):
+            data.read_cifar10(archive, pin)

@@ -7,6 +7,7 @@ before it is not lost and, with the RNG states saved, the resumed run gives the 
 """
 from __future__ import annotations
 
+import pickle
 import signal
 from pathlib import Path
 from typing import Any, Callable
@@ -33,10 +34,14 @@ class Checkpointer:
 
         if not self.path.exists():
             return None
-        try:
-            saved = torch.load(self.path, map_location="cpu", weights_only=False)
+        try:  # tensors and plain data only: loading never runs code from the file
+            saved = torch.load(self.path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:
+            print(f"[checkpoint] refusing {self.path}: it holds pickled objects, not only tensors and plain "
+                  "data; starting fresh", flush=True)
+            return None
         except Exception as err:  # a corrupt checkpoint must not kill the run: start over, say so
-            print(f"[checkpoint] ignoring unreadable {self.path}: {err}", flush=True)
+            print(f"[checkpoint] ignoring unreadable {self.path}: {str(err).splitlines()[0]}", flush=True)
             return None
         if not isinstance(saved, dict) or saved.get("config_digest") != self.config_digest:
             print(f"[checkpoint] {self.path} was made with another config or code: starting fresh", flush=True)
@@ -79,12 +84,17 @@ class Checkpointer:
 
 
 def rng_state() -> dict:
+    """The global RNG states as tensors and plain data (loadable with weights_only=True)."""
     import random
 
     import numpy as np
     import torch
 
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"python": [version, list(internal), gauss],
+            "numpy": [name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+            "torch": torch.get_rng_state()}
 
 
 def set_rng_state(state: dict) -> None:
@@ -93,6 +103,8 @@ def set_rng_state(state: dict) -> None:
     import numpy as np
     import torch
 
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"])

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from iclr26.core.errors import DataError
-from iclr26.core.io import atomic_path
+from iclr26.core.io import atomic_path, sha256_file
 
 # uint8 storage of the float images: pixel = round(value * SCALE + OFFSET). The range +-6.4 covers
 # 3.4 standard deviations of noise + motif (sqrt(1.6^2 + 1^2)); the step (0.05) is far below the noise.
@@ -88,8 +88,13 @@ def generate_motif_pairs(spec: dict) -> dict[str, np.ndarray]:
 
 
 # ----------------------------------------------------------------------------- CIFAR-10 (full scale)
-def read_cifar10(archive: Path) -> dict[str, np.ndarray]:
-    """The official python-pickle archive -> the common schema (uint8 N x 3 x 32 x 32)."""
+def read_cifar10(archive: Path, sha256: str | None = CIFAR10_SHA256) -> dict[str, np.ndarray]:
+    """The official python-pickle archive -> the common schema (uint8 N x 3 x 32 x 32).
+    Unpickling runs code from the file, so only an archive matching its sha256 pin is unpickled."""
+    digest = sha256_file(archive)
+    if not sha256 or digest != sha256:
+        raise DataError(f"{archive}: sha256 {digest} does not match the pin ({sha256}); refusing to unpickle it")
+
     def batches(tar, names):
         xs, ys = [], []
         for name in names:

@@ -31,10 +31,10 @@ def acquire(job) -> dict:
     elif spec["source"] == "cifar10":
         from iclr26.core.acquire import download
 
-        archive = download(spec.get("url", data.CIFAR10_URL), job.out_dir / "cifar-10-python.tar.gz",
-                           spec.get("sha256", data.CIFAR10_SHA256), progress=lambda done, total: job.log(
-                               f"{done >> 20} / {(total or 0) >> 20} MiB", every_s=30))
-        arrays = data.read_cifar10(archive)
+        pin = spec.get("sha256", data.CIFAR10_SHA256)
+        archive = download(spec.get("url", data.CIFAR10_URL), job.out_dir / "cifar-10-python.tar.gz", pin,
+                           progress=lambda done, total: job.log(f"{done >> 20} / {(total or 0) >> 20} MiB", every_s=30))
+        arrays = data.read_cifar10(archive, pin)
     else:
         raise ValueError(f"data.{job.dataset}.source must be motif_pairs or cifar10, got {spec['source']!r}")
     save_arrays(job.out_dir / "images.npz", **arrays)
