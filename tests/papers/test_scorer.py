@@ -9,8 +9,14 @@ from iclr26.core import faults
 from iclr26.core.errors import DataError
 from iclr26.core.job import load_records, run_paper
 from iclr26.papers.scorer import envs as scorer_envs
-from iclr26.papers.scorer.agents import (SeedBatchedAgent, clip_grad_norm_per_seed_, msbe, msbe_grad, td_variance,
-                                         td_variance_grad)
+from iclr26.papers.scorer.agents import (
+    SeedBatchedAgent,
+    clip_grad_norm_per_seed_,
+    msbe,
+    msbe_grad,
+    td_variance,
+    td_variance_grad,
+)
 from iclr26.papers.scorer.networks import control_net, perception_net, seed_generators
 from iclr26.papers.scorer.replay import Batch, ReplayBuffer
 from iclr26.papers.scorer.training import episode_metrics
@@ -195,13 +201,15 @@ def test_batched_seeds_equal_separate_networks(method):
 
 def test_replay_buffer_keeps_only_valid_transitions_per_seed():
     buf = ReplayBuffer(2, 5, 3, torch.float32)
-    obs = torch.arange(2 * 3 * 3, dtype=torch.float32).view(2, 3, 3)
+    obs = torch.arange(2 * 3 * 3, dtype=torch.float32).view(2 * 3, 3)  # rows of 2 seeds x 3 envs
     valid = np.array([[True, False, True], [True, True, True]])
-    buf.add(obs, torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3), obs + 100, torch.zeros(2, 3), valid)
+    buf.add(obs, torch.arange(6), torch.ones(6), obs + 100, torch.zeros(6), valid)
     assert list(buf.size) == [2, 3]
-    assert torch.equal(buf.obs[0, :2], obs[0, [0, 2]])      # the autoreset step of seed 0 was dropped
-    buf.add(obs, torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3), obs + 100, torch.zeros(2, 3), valid)
+    assert torch.equal(buf.obs[0, :2], obs[[0, 2]])          # the autoreset step of seed 0 was dropped
+    assert buf.action[0, :2].tolist() == [0, 2] and buf.action[1, :3].tolist() == [3, 4, 5]
+    buf.add(obs, torch.arange(6), torch.ones(6), obs + 100, torch.zeros(6), valid)
     assert list(buf.size) == [4, 5] and list(buf.ptr) == [4, 1]  # seed 1 wrapped around
+    assert buf.action[1].tolist() == [5, 4, 5, 3, 4]            # the 6th transition overwrote the 1st
     sample = buf.sample(64, np.random.default_rng(0))
     assert torch.equal(sample.next_obs - sample.obs, torch.full_like(sample.obs, 100.0))
 

@@ -18,7 +18,7 @@ class Batch:
     def fields(self) -> tuple[torch.Tensor, ...]:
         return (self.obs, self.action, self.reward, self.next_obs, self.terminated)
 
-    def split(self, n: int) -> tuple["Batch", "Batch"]:
+    def split(self, n: int) -> tuple[Batch, Batch]:
         """The first n and the remaining transitions of every seed's batch."""
         return Batch(*(x[:, :n] for x in self.fields())), Batch(*(x[:, n:] for x in self.fields()))
 
@@ -44,23 +44,23 @@ class ReplayBuffer:
         self.ptr = np.zeros(n_seeds, dtype=np.int64)
         self.size = np.zeros(n_seeds, dtype=np.int64)
         self.seed_rows = np.arange(n_seeds)[:, None] * self.capacity  # first row of each seed, flattened
+        self.rows = [x.flatten(0, 1) for x in self._fields()]        # [S*capacity, ...] views of the same memory
 
     def _fields(self) -> tuple[torch.Tensor, ...]:
         return tuple(getattr(self, name) for name in self.FIELDS)
 
     def add(self, obs, action, reward, next_obs, terminated, valid: np.ndarray) -> None:
-        """All inputs [S, E, ...]; `valid` [S, E] marks the transitions to keep."""
-        n_envs = valid.shape[1]
+        """All inputs [S*E, ...] (seed-major); `valid` [S, E] marks the transitions to keep."""
         rank = np.cumsum(valid, axis=1) - 1                       # slot of each kept transition
-        pos = (self.ptr[:, None] + rank) % self.capacity
-        s_idx, e_idx = np.nonzero(valid)
-        # rows in the flattened [S*capacity] buffer and in the flattened [S*E] inputs
-        dst = torch.from_numpy(s_idx * self.capacity + pos[s_idx, e_idx]).to(self.device)
-        src = None if valid.all() else torch.from_numpy(s_idx * n_envs + e_idx).to(self.device)
-        for buf, x in zip(self._fields(), (obs, action, reward, next_obs, terminated)):
-            x = x.flatten(0, 1)
-            x = x if src is None else x.index_select(0, src)
-            buf.flatten(0, 1).index_copy_(0, dst, x.to(buf.dtype))
+        dst = self.seed_rows + (self.ptr[:, None] + rank) % self.capacity   # its row in the buffer
+        if valid.all():
+            src = None
+        else:
+            src = torch.from_numpy(np.flatnonzero(valid)).to(self.device)   # its row in the inputs
+            dst = dst[valid]
+        dst = torch.from_numpy(dst.reshape(-1)).to(self.device)
+        for rows, x in zip(self.rows, (obs, action, reward, next_obs, terminated)):
+            rows.index_copy_(0, dst, (x if src is None else x.index_select(0, src)).to(rows.dtype))
         counts = valid.sum(1)
         self.ptr = (self.ptr + counts) % self.capacity
         self.size = np.minimum(self.size + counts, self.capacity)
@@ -71,7 +71,7 @@ class ReplayBuffer:
         idx += self.seed_rows                                      # row in the flattened [S*capacity] axis
         flat = torch.from_numpy(idx.reshape(-1)).to(self.device)
         obs, action, reward, next_obs, terminated = (
-            x.flatten(0, 1).index_select(0, flat).view(*idx.shape, *x.shape[2:]) for x in self._fields())
+            rows.index_select(0, flat).view(*idx.shape, *rows.shape[1:]) for rows in self.rows)
         return Batch(obs.float(), action, reward, next_obs.float(), terminated)
 
     # checkpoint only the filled part: before the buffer wraps, the rest was never written

@@ -6,6 +6,7 @@ over the episodes ending in the last 10% of steps, AUC = area under the learning
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -51,8 +52,8 @@ def train_on_env(job, slot: str, env_index: int, ckpt) -> tuple[np.ndarray, dict
     seq = np.random.SeedSequence([*seeds, env_index])  # one stream for the block and this env
     env_seed, rng = int(seq.generate_state(1)[0]), np.random.default_rng(seq.spawn(1)[0])
 
-    def to_torch(x: np.ndarray, dtype=torch.float32) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(x)).to(device=device, dtype=dtype).view(S, E, *x.shape[1:])
+    def to_torch(x: np.ndarray, dtype=torch.float32) -> torch.Tensor:  # rows [S*E, ...], seed-major
+        return torch.from_numpy(np.ascontiguousarray(x)).to(device=device, dtype=dtype)
 
     resume = ckpt.load()
     if resume is not None and resume["slot"] == slot:  # everything the loop carries: the same run
@@ -86,7 +87,7 @@ def train_on_env(job, slot: str, env_index: int, ckpt) -> tuple[np.ndarray, dict
         for it in range(start, n_iters):
             t = (it + 1) * E  # env steps per seed after this vector step
             # epsilon-greedy on the current Q (per seed, per sub-env)
-            greedy = agent.greedy_actions(obs_t).cpu().numpy()
+            greedy = agent.greedy_actions(obs_t.view(S, E, -1)).cpu().numpy()
             explore = rng.random((S, E)) < epsilon(it * E, tr)
             actions = np.where(explore, rng.integers(0, n_actions, size=(S, E)), greedy).reshape(-1)
 
@@ -110,7 +111,7 @@ def train_on_env(job, slot: str, env_index: int, ckpt) -> tuple[np.ndarray, dict
                 agent.sync_targets()
 
             job.log(f"{slot}: {t}/{T} env steps per seed, {len(episodes)} episodes", every_s=15)
-            if ckpt.maybe_save(it + 1, lambda: snapshot(it + 1)):
+            if ckpt.maybe_save(it + 1, functools.partial(snapshot, it + 1)):
                 raise SystemExit(f"scorer/{job.method}: stopped on SIGTERM, checkpoint saved at {slot} step {it + 1}")
     env.close()
     info = {"wall": wall + time.time() - started, "n_updates": n_updates, "steps_per_seed": n_iters * E}
