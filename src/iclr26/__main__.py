@@ -48,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     claims = sub.add_parser("claims", help="results/claims.md: every claim of every paper with its verdict")
     claims.add_argument("--inputs", nargs="+", required=True)
     claims.add_argument("--out", required=True)
+    claims.add_argument("--metrics", help="also write every claim's numbers as JSON (DVC metrics)")
+    claims.add_argument("--plot", help="also write one CSV row per claim (DVC plots)")
     report = sub.add_parser("report", help="results/report.html: one self-contained page of every paper")
     report.add_argument("--papers", nargs="+", required=True)
     report.add_argument("--results", default="results")
@@ -79,7 +81,7 @@ def main(argv=None) -> int:
         elif args.command == "claims":
             from iclr26.core.claims import write_claims_summary
 
-            write_claims_summary(args.inputs, args.out)
+            write_claims_summary(args.inputs, args.out, args.metrics, args.plot)
         elif args.command == "report":
             from iclr26.core.report import write_report
 

@@ -35,7 +35,8 @@ def test_a_changed_input_is_one_line_and_a_rerun_recreates_it(finished, damage):
     with pytest.raises(DataError) as err:
         run_stage("evaluate", PAPER, "smoke", method=block.parent.name, seed_block=block.name)
     message = str(err.value)
-    assert "\n" not in message and str(target.relative_to(workdir)) in message and f"prepare {PAPER}/{target.parent.name}" in message
+    assert "\n" not in message and str(target.relative_to(workdir)) in message
+    assert f"prepare {PAPER}/{target.parent.name}" in message
     assert "rerun the same command" in message and not manifest.exists()
     assert load_records(run_paper(PAPER, "smoke")) == before  # prepare reran; the same numbers
 

@@ -7,11 +7,6 @@ from pathlib import Path
 
 SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, SRC)
-# jobs (local, Slurm or conda) import the package from this checkout, installed or not
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)
-# `python` in a rule is the interpreter running Snakemake (e.g. .venv/bin), unless --sdm conda
-# activates a rule's own environment, which then comes first on PATH
-os.environ["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), os.environ["PATH"]))
 
 from iclr26.core.config import (  # noqa: E402
     ConfigError,
@@ -25,12 +20,13 @@ from iclr26.core.config import (  # noqa: E402
     stage_overrides,
     validate_workflow_config,
 )
-from iclr26.core.lifecycle import PARENT_ENV, release_stale_locks  # noqa: E402
+from iclr26.core.lifecycle import export_job_environment, release_stale_locks  # noqa: E402
 from iclr26.core.paper import all_papers  # noqa: E402
 
 # a Snakemake killed with -9 leaves its lock: remove it when no live Snakemake works here
 release_stale_locks(Path.cwd())
-os.environ[PARENT_ENV] = str(os.getpid())  # local jobs stop when this process is gone
+# jobs import the package from this checkout, run this interpreter, and stop when we are gone
+export_job_environment(SRC)
 
 try:
     config.update(validate_workflow_config(config, all_papers()))
@@ -156,6 +152,13 @@ def launcher(wildcards):
         f" --main_process_port {port} --mixed_precision {cfg['launch']['mixed_precision']}"
         " --dynamo_backend no -m"
     )
+
+
+def prepared(wildcards):
+    return [
+        f"data/{wildcards.scale}/{wildcards.paper}/prepared/{d}/manifest.json"
+        for d in PAPER_DECL[wildcards.paper].datasets
+    ]
 
 
 def eval_files(paper):

@@ -2,13 +2,6 @@
 # block. GPUs, memory and runtime come from the job config (scale/full.yaml sets GPUs).
 
 
-def prepared(wildcards):
-    return [
-        f"data/{wildcards.scale}/{wildcards.paper}/prepared/{d}/manifest.json"
-        for d in PAPER_DECL[wildcards.paper].datasets
-    ]
-
-
 rule train:
     input:
         prepared,

@@ -25,7 +25,7 @@ for _paper in PAPERS:
             config=lambda w, paper=_paper: config_digest(job_config(paper)),
             args=lambda w, paper=_paper: cli_args(paper),
         shell:
-            "python -m iclr26 tabulate --paper {params.paper} --scale " + SCALE + " {params.args}"
+            f"python -m iclr26 tabulate --paper {{params.paper}} --scale {SCALE} {{params.args}}"
             " --evals {input} --out results/{params.paper} 2>&1 | tee {log}"
 
 
@@ -33,12 +33,17 @@ rule claims:
     input:
         expand("results/{paper}/claims.json", paper=PAPERS),
     output:
-        report("results/claims.md", category="claims", caption="../report/claims.rst"),
+        md=report("results/claims.md", category="claims", caption="../report/claims.rst"),
+        metrics="metrics/claims.json",
+        plot="metrics/claims.csv",
+    log:
+        f"logs/{SCALE}/claims.log",
     localrule: True
     conda:
         "../../envs/pipeline.yaml"
     shell:
-        "python -m iclr26 claims --inputs {input} --out {output}"
+        "python -m iclr26 claims --inputs {input} --out {output.md} --metrics {output.metrics}"
+        " --plot {output.plot} 2>&1 | tee {log}"
 
 
 rule report:
@@ -47,10 +52,12 @@ rule report:
         expand("results/{paper}/table.md", paper=PAPERS),
     output:
         "results/report.html",
+    log:
+        f"logs/{SCALE}/report.log",
     localrule: True
     conda:
         "../../envs/pipeline.yaml"
     params:
         papers=" ".join(PAPERS),
     shell:
-        "python -m iclr26 report --papers {params.papers} --out {output}"
+        "python -m iclr26 report --papers {params.papers} --out {output} 2>&1 | tee {log}"

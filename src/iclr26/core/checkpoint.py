@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pickle
 import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import faults
 from .io import atomic_path
@@ -71,7 +72,7 @@ class Checkpointer:
             self.path.unlink(missing_ok=True)
 
     # -- preemption: Slurm sends SIGTERM before it kills or requeues a job
-    def handle_sigterm(self) -> "Checkpointer":
+    def handle_sigterm(self) -> Checkpointer:
         def request_stop(signum, frame):
             self._stop_requested = True
 

@@ -125,6 +125,32 @@ def claims_markdown(payloads: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_claims_summary(inputs, out) -> Path:
+VERDICT_SCORE = {HOLDS: 1, INCONCLUSIVE: 0, NOT_REPRODUCED: -1}
+
+
+def claims_metrics(payloads: list[dict]) -> dict:
+    """Every claim's effect, interval and verdict (holds 1, inconclusive 0, not reproduced -1) as
+    numbers per paper and claim: what `dvc metrics diff` compares between two commits."""
+    return {p["paper"]: {c["id"]: {"effect": c["estimate"]["value"], "lo": c["estimate"]["lo"],
+                                   "hi": c["estimate"]["hi"], "n": c["estimate"]["n"],
+                                   "verdict": VERDICT_SCORE.get(c["verdict"], 0)}
+                         for c in p["claims"]}
+            for p in payloads}
+
+
+def claims_table(payloads: list[dict]) -> str:
+    """One CSV row per claim (paper, claim, effect, lo, hi, verdict): the data of `dvc plots`."""
+    rows = [pd.DataFrame([{"paper": p, "claim": f"{p}:{cid}", **m} for cid, m in claims.items()])
+            for p, claims in claims_metrics(payloads).items()]
+    return pd.concat(rows).to_csv(index=False, float_format="%.6g") if rows else "paper,claim\n"
+
+
+def write_claims_summary(inputs, out, metrics: str | None = None, plot: str | None = None) -> Path:
+    from .io import write_json
+
     payloads = sorted((read_json(p) for p in inputs), key=lambda p: p["paper"])
+    if metrics:
+        write_json(metrics, claims_metrics(payloads))
+    if plot:
+        atomic_write(plot, claims_table(payloads))
     return atomic_write(out, claims_markdown(payloads))

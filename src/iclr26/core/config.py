@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import yaml
 
@@ -60,16 +61,15 @@ def validate_workflow_config(config: dict, implemented: Iterable[str], schema_pa
             missing = err.message.split("'")[1]
             raise ConfigError(f"config key '{missing}' is missing (required by {schema_path.name})")
         if err.validator == "enum":
-            raise ConfigError(
-                f"config key '{key}' = {err.instance!r} is not allowed; allowed: {', '.join(map(str, err.validator_value))}"
-            )
+            allowed = ", ".join(map(str, err.validator_value))
+            raise ConfigError(f"config key '{key}' = {err.instance!r} is not allowed; allowed: {allowed}")
         if err.validator == "additionalProperties":
             allowed = ", ".join(sorted(err.schema.get("properties", {})))
             raise ConfigError(f"config has unknown key(s) at '{key}': {err.message}; allowed keys: {allowed}")
         top = schema["properties"].get(str(err.absolute_path[0]), {}) if err.absolute_path else {}
         allowed = top.get("description", "").strip()
-        raise ConfigError(f"config key '{key}' = {err.instance!r} is not valid" + (f"; allowed: {allowed}" if allowed else
-                                                                                    f": {err.message}"))
+        detail = f"; allowed: {allowed}" if allowed else f": {err.message}"
+        raise ConfigError(f"config key '{key}' = {err.instance!r} is not valid{detail}")
 
     filled = dict(config)
     for name, spec in schema.get("properties", {}).items():

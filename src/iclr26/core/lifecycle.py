@@ -90,3 +90,13 @@ def watch_parent(interval_s: float = 1.0) -> None:
                 continue
 
     threading.Thread(target=watch, name="iclr26-watch-parent", daemon=True).start()
+
+
+def export_job_environment(src_dir: str) -> None:
+    """The environment Snakemake hands its jobs (local, Slurm or conda): the package from this
+    checkout, installed or not; `python` = the interpreter running Snakemake (e.g. .venv/bin),
+    unless --sdm conda activates a rule's own environment, which then comes first on PATH; and
+    this process's pid, so that local jobs stop when it is gone."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (src_dir, os.environ.get("PYTHONPATH")) if p)
+    os.environ["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), os.environ["PATH"]))
+    os.environ[PARENT_ENV] = str(os.getpid())

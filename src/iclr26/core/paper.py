@@ -26,8 +26,8 @@ class Paper:
     methods: tuple[str, ...]          # the rows of the paper's table, in order
     datasets: tuple[str, ...]         # one acquire + prepare job each; the keys of the config's `data`
     metrics: tuple[str, ...]          # what its records carry: every table column and claim uses one
-    figures: tuple[str, ...]          # the files its figures() writes into results/<slug>/ (declared outputs)
     stage_module: str                 # module with acquire/prepare/train/evaluate (+ figures)
+    figures: tuple[str, ...] = ()     # the files its figures() writes into results/<slug>/ (declared outputs)
     arxiv: str | None = None
     openreview: str | None = None
     code: str | None = None           # official repository, where one exists
@@ -53,7 +53,7 @@ class Paper:
         return _source_digest(self.slug, str(self.folder))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _source_digest(slug: str, folder: str) -> str:
     digest = hashlib.sha256()
     for path in sorted(Path(folder).rglob("*.py")):

@@ -48,6 +48,6 @@ def provenance(**extra) -> dict:
         "packages": package_versions(),
         "python": platform.python_version(),
         "machine": f"{platform.system()} {platform.machine()}",
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         **extra,
     }

@@ -41,7 +41,8 @@ def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir)
     if hasattr(module, "figures"):
         figures = [Path(f).name for f in module.figures(cfg, records, out) or []]
     if sorted(figures) != sorted(paper.figures):
-        raise ValueError(f"paper {slug}: figures() wrote {sorted(figures)}, the declaration lists {sorted(paper.figures)}")
+        raise ValueError(f"paper {slug}: figures() wrote {sorted(figures)}, "
+                         f"the declaration lists {sorted(paper.figures)}")
 
     title = f"{paper.title} — {spec.get('title', 'headline table')}"
     scale_note = {"smoke": "smoke scale (test-sized; numbers mean nothing)",

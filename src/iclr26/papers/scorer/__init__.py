@@ -26,5 +26,6 @@ PAPER = Paper(
     metrics=("final_return", "auc"),
     figures=("learning_curves.png",),
     stage_module="iclr26.papers.scorer.stages",
+    gpu_stages=("train",),  # evaluate reads the online returns train recorded
     data_reads=("check",),  # prepare: how long to step the training env beside gymnasium's
 )
