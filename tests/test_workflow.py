@@ -70,7 +70,7 @@ def test_full_scale_dag_requests_gpus_exactly_on_each_papers_gpu_stages(dry):
             gpus = {int(m) for b in blocks for m in re.findall(r"\bgpu=(\d+)", b)}
             assert gpus and (min(gpus) >= 1 if wants_gpu else gpus == {0}), (slug, stage, gpus)
             checked += 1
-    assert checked >= 4 * len(all_papers())
+    assert checked >= 3 * len(all_papers())  # acquire prints its message (the source) instead of its block
     assert re.search(r"acquire \w+/\w+ \(full\): url=https://", text)  # real sources, in the job log
 
 
