@@ -372,3 +372,30 @@ def test_cli_help_describes_every_subcommand():
     listed = re.findall(r"^    (\w+)\s+(\S.*)$", proc.stdout, re.M)
     assert {name for name, _ in listed} >= {"acquire", "prepare", "train", "evaluate", "tabulate", "claims", "report",
                                              "config", "run"}, proc.stdout
+
+
+def _readme_examples() -> list[str]:
+    """The commands of the README's "Using it" block."""
+    text = (REPO / "README.md").read_text().split("## Using it", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("  #")[0].strip() for line in text.splitlines()
+            if line.strip() and not line.startswith((".", "#"))]
+
+
+@pytest.mark.parametrize("example", _readme_examples())
+def test_every_readme_example_runs_as_printed(example, dry, tmp_path):
+    """Snakemake examples as dry runs (the Slurm one included), `dvc repro` as a dry run, the
+    iclr26 commands for real; `dvc push && dvc pull` is exercised by the DVC test."""
+    import shlex
+
+    argv = shlex.split(example)
+    if argv[0] == "snakemake":
+        proc = snakemake(dry, *argv[1:], *([] if "-n" in argv else ["-n"]), check=False)
+    elif argv[0] == "dvc":
+        if argv[1] != "repro":
+            pytest.skip("needs a remote: covered by test_dvc_exp_run_params_metrics_and_push_pull_in_a_fresh_clone")
+        proc = subprocess.run([sys.executable, "-m", "dvc", "repro", "--dry"], cwd=dry, env=venv_env(),
+                              capture_output=True, text=True, timeout=600)
+    else:
+        proc = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, env=venv_env(), capture_output=True,
+                              text=True, timeout=600)
+    assert proc.returncode == 0, f"{example}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
