@@ -49,9 +49,12 @@ def main() -> None:
     parser.add_argument("--scale", default="tiny")
     parser.add_argument("--papers", nargs="*", default=[])
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--keep", type=Path, help="run in this (new) directory and keep it (e.g. to compare records)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="iclr26-bench-") as tmp:
-        work = Path(tmp)
+        work = args.keep or Path(tmp)
+        if args.keep:
+            args.keep.mkdir(parents=True)  # a new directory: never mix with an earlier run
         copy_tree(work)
         cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "all", "--config",
                f"scale={args.scale}"] + ([f"papers=[{','.join(args.papers)}]"] if args.papers else [])
