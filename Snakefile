@@ -30,6 +30,6 @@ include: "workflow/rules/results.smk"
 rule all:
     default_target: True
     input:
-        expand("results/{paper}/{name}", paper=PAPERS, name=TABLE_FILES),
+        [path for paper in PAPERS for path in result_files(paper)],
         "results/claims.md",
         "results/report.html",

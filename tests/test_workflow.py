@@ -331,7 +331,7 @@ def test_dvc_exp_run_params_metrics_and_push_pull_in_a_fresh_clone(checkout, tmp
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         return proc.stdout + proc.stderr
 
-    dvc("exp", "run", "-S", "scale=smoke", "-S", f"papers=[{paper}]")
+    dvc("exp", "run", "-S", "config/config.yaml:scale=smoke", "-S", f"config/config.yaml:papers=[{paper}]")
     assert yaml.safe_load((checkout / "config" / "config.yaml").read_text())["scale"] == "smoke"
     assert re.search(r"config/config.yaml\s+scale\s+tiny\s+smoke", dvc("params", "diff"))
     metrics = json.loads((checkout / "metrics" / "claims.json").read_text())

@@ -154,6 +154,11 @@ def launcher(wildcards):
     )
 
 
+def result_files(paper):
+    """Every file the paper's tabulate writes: rule all asks for each, so a deleted one is made again."""
+    return [f"results/{paper}/{name}" for name in (*RESULT_FILES, *PAPER_DECL[paper].figures)]
+
+
 def prepared(wildcards):
     return [
         f"data/{wildcards.scale}/{wildcards.paper}/prepared/{d}/manifest.json"

@@ -12,8 +12,7 @@ for _paper in PAPERS:
             lambda w, paper=_paper: eval_files(paper),
         output:
             report(f"results/{_paper}/table.md", category=_paper, caption="../report/table.rst"),
-            *(f"results/{_paper}/{name}" for name in RESULT_FILES if name != "table.md"),
-            *(f"results/{_paper}/{name}" for name in PAPER_DECL[_paper].figures),
+            *(path for path in result_files(_paper) if Path(path).name != "table.md"),
         log:
             f"logs/{SCALE}/{_paper}/tabulate.log",
         localrule: True
@@ -49,7 +48,7 @@ rule claims:
 rule report:
     input:
         "results/claims.md",
-        expand("results/{paper}/table.md", paper=PAPERS),
+        [path for paper in PAPERS for path in result_files(paper)],
     output:
         "results/report.html",
     log:
