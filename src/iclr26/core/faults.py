@@ -20,7 +20,9 @@ import signal
 from dataclasses import dataclass
 
 ENV = "ICLR26_FAULT"
-POINTS = ("unit", "checkpoint", "any")   # any: the first of either
+# unit: a unit of work saved; checkpoint: a checkpoint saved; done: a stage's work is finished and
+# its completion file not yet written (the worst moment to die); any: the first unit or checkpoint
+POINTS = ("unit", "checkpoint", "done", "any")
 
 
 class InjectedFault(BaseException):
@@ -71,7 +73,8 @@ def armed(stage: str, point: str, after: int = 1):
 def reached(point: str) -> None:
     """A safe interruption point was reached; fail here if a fault is armed for it."""
     fault = _armed
-    if fault is None or fault.point not in (point, "any") or fault.stage != _stage:
+    matches = fault is not None and (fault.point == point or (fault.point == "any" and point != "done"))
+    if not matches or fault.stage != _stage:
         return
     fault.seen += 1
     if fault.seen == fault.after:

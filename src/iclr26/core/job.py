@@ -172,6 +172,7 @@ def run_stage(
     started = time.time()
     job.log("start")
     result = stage_fn(job) or {}
+    faults.reached("done")
     elapsed = round(time.time() - started, 3)
     if not job.is_main:
         return done  # the main process writes the completion file

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from . import faults
 from .claims import check_claims
 from .config import compose_job_config
 from .io import atomic_path, atomic_write, write_json
@@ -26,6 +27,7 @@ def _seed_text(seeds: list[int]) -> str:
 def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir) -> Path:
     paper = get_paper(slug)
     cfg = compose_job_config(slug, scale, tuple(overrides), seeds)
+    faults.enter_stage("tabulate")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     records = pd.DataFrame(load_records(eval_files))
@@ -60,6 +62,7 @@ def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir)
     with atomic_path(out / "records.csv") as tmp:
         records.drop(columns=[c for c in records.columns if records[c].map(lambda v: isinstance(v, list)).any()]) \
             .to_csv(tmp, index=False, float_format="%.8g")
+    faults.reached("done")  # tests: a kill with the table written and the rest not
     atomic_write(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
     meta = provenance(stage="tabulate", paper=slug, scale=scale, inputs=[str(p) for p in eval_files])
     write_json(out / "provenance.json", meta)
