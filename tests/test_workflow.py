@@ -399,3 +399,10 @@ def test_every_readme_example_runs_as_printed(example, dry, tmp_path):
         proc = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, env=venv_env(), capture_output=True,
                               text=True, timeout=600)
     assert proc.returncode == 0, f"{example}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+
+
+def test_an_unknown_paper_on_the_command_line_lists_the_papers():
+    proc = subprocess.run([sys.executable, "-m", "iclr26", "config", "--paper", "nosuch"], capture_output=True,
+                          text=True, env=venv_env())
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "unknown paper 'nosuch'; implemented: " + ", ".join(sorted(all_papers())) in proc.stderr

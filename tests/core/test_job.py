@@ -116,3 +116,46 @@ def test_rng_states_round_trip_through_a_weights_only_checkpoint(tmp_path):
     expected = (random.random(), np.random.rand(), torch.rand(1).item())
     set_rng_state(Checkpointer(tmp_path, config_digest="d").load()["rng"])
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
+
+
+def test_a_job_resumed_after_an_override_equals_a_clean_run_with_it(tmp_path, monkeypatch):
+    """The reported case: a train job stopped at a checkpoint, rerun with another learning rate,
+    must not resume from the old config's checkpoint (it did: silently wrong records)."""
+    from iclr26.core import faults
+    from iclr26.core.paper import get_paper
+
+    slug = "scorer"
+    method, override = get_paper(slug).methods[0], ("train.lr=0.01",)
+
+    def train_then_records(folder, overrides=(), fault=None):
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        for dataset in get_paper(slug).datasets:
+            run_stage("acquire", slug, "smoke", dataset=dataset)
+            run_stage("prepare", slug, "smoke", dataset=dataset)
+        from iclr26.core.config import compose_job_config, seed_blocks
+
+        cfg = compose_job_config(slug, "smoke")
+        block = seed_blocks(cfg["seeds"], cfg.get("seed_batch", 1))[0]
+        if fault:
+            with faults.armed("train", "checkpoint", after=1), pytest.raises(faults.InjectedFault):
+                run_stage("train", slug, "smoke", method=method, seed_block=block)
+        run_stage("train", slug, "smoke", overrides, method=method, seed_block=block)
+        return load_records([run_stage("evaluate", slug, "smoke", overrides, method=method, seed_block=block)])
+
+    resumed = train_then_records(tmp_path / "resumed", override, fault=True)
+    clean = train_then_records(tmp_path / "clean", override)
+    assert resumed == clean
+
+
+def test_a_corrupt_train_completion_file_is_removed_so_a_rerun_retrains(finished):
+    workdir, evals = finished
+    before = load_records(evals)
+    metrics = evals[0].parent / "metrics.json"
+    metrics.write_text("{garbled")
+    evals[0].unlink()  # as Snakemake would: evaluate is to run again
+    block = evals[0].parent
+    with pytest.raises(DataError, match=r"metrics.json is unreadable; removed .* the train .* job runs again"):
+        run_stage("evaluate", PAPER, "smoke", method=block.parent.name, seed_block=block.name)
+    assert not metrics.exists()
+    assert load_records(run_paper(PAPER, "smoke")) == before and metrics.exists()  # retrained, same numbers
