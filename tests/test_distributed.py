@@ -96,7 +96,7 @@ def _numbers(payload):
     def walk(node, path):
         if isinstance(node, dict):
             for key, value in node.items():
-                if key not in ("provenance", "config") and "wall" not in key:
+                if key not in ("provenance", "config", "run_files") and "wall" not in key:
                     walk(value, f"{path}/{key}")
         elif isinstance(node, list):
             for i, value in enumerate(node):

@@ -159,3 +159,14 @@ def test_a_corrupt_train_completion_file_is_removed_so_a_rerun_retrains(finished
         run_stage("evaluate", PAPER, "smoke", method=block.parent.name, seed_block=block.name)
     assert not metrics.exists()
     assert load_records(run_paper(PAPER, "smoke")) == before and metrics.exists()  # retrained, same numbers
+
+
+def test_a_changed_run_file_is_one_line_naming_the_train_job(finished):
+    workdir, evals = finished
+    run = evals[0].parent
+    target = next(p for p in sorted(run.rglob("*")) if p.is_file() and p.suffix in (".npz", ".json")
+                  and p.name not in ("metrics.json", "eval.json"))
+    target.write_bytes(target.read_bytes() + b" ")
+    with pytest.raises(DataError, match=rf"was changed after train {PAPER}/{run.parent.name}/{run.name} wrote it"):
+        run_stage("evaluate", PAPER, "smoke", method=run.parent.name, seed_block=run.name)
+    assert not (run / "metrics.json").exists()

@@ -120,10 +120,10 @@ class Job:
 
 
 # ----------------------------------------------------------------------------- runner
-def file_manifest(directory: Path) -> dict[str, dict]:
+def file_manifest(directory: Path, skip=("manifest.json",)) -> dict[str, dict]:
     files = {}
     for path in sorted(directory.rglob("*")):
-        if path.is_file() and path.name != "manifest.json" and not path.name.startswith("."):
+        if path.is_file() and path.name not in skip and not path.name.startswith("."):
             files[str(path.relative_to(directory))] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
     return files
 
@@ -180,6 +180,9 @@ def run_stage(
                       wall_seconds=elapsed, threads=threads, processes=world_size())
     if stage in ("acquire", "prepare"):
         write_json(done, {"files": file_manifest(out_dir), "info": result, "provenance": meta, "config": cfg})
+    elif stage == "train":  # what evaluate will read, checked there
+        run_files = file_manifest(out_dir, skip=("metrics.json", "eval.json", "evaluate.config.yaml"))
+        write_json(done, {**result, "run_files": run_files, "provenance": meta, "config": cfg})
     else:
         write_json(done, {**result, "provenance": meta, "config": cfg})
     job.log(f"done in {elapsed:.1f}s")
@@ -201,12 +204,13 @@ def _discard(done: Path, producer: str, why: str) -> DataError:
                      "rerun the same command to re-create it")
 
 
-def verify_manifest(done: Path, producer: str) -> None:
-    """Every file a data stage wrote is still there, whole and unchanged (sha256 of its manifest)."""
+def verify_manifest(done: Path, producer: str, key: str = "files") -> None:
+    """Every file a stage wrote is still there, whole and unchanged (the sha256 list in its
+    completion file: `files` of a data manifest, `run_files` of a train job's metrics.json)."""
     if not done.exists():
         raise DataError(f"{done} is missing: the {producer} job has not run (run the workflow, not this job alone)")
     try:
-        files = read_json(done)["files"]
+        files = read_json(done)[key]
     except (ValueError, KeyError, TypeError):
         raise _discard(done, producer, f"{done} is unreadable") from None
     for rel, meta in files.items():
@@ -228,14 +232,7 @@ def verify_inputs(job: Job) -> None:
         for dataset in job.paper.datasets:
             verify_manifest(data_dir(scale, slug, "prepared", dataset) / "manifest.json", f"prepare {slug}/{dataset}")
     if job.stage == "evaluate":
-        done = job.out_dir / "metrics.json"
-        producer = f"train {slug}/{job.method}/{job.out_dir.name}"
-        try:
-            read_json(done)
-        except FileNotFoundError:
-            raise DataError(f"{done} is missing: the {producer} job has not run") from None
-        except ValueError:
-            raise _discard(done, producer, f"{done} is unreadable") from None
+        verify_manifest(job.out_dir / "metrics.json", f"train {slug}/{job.method}/{job.out_dir.name}", "run_files")
 
 
 def load_records(eval_files) -> list[dict[str, Any]]:
