@@ -170,3 +170,35 @@ def test_a_changed_run_file_is_one_line_naming_the_train_job(finished):
     with pytest.raises(DataError, match=rf"was changed after train {PAPER}/{run.parent.name}/{run.name} wrote it"):
         run_stage("evaluate", PAPER, "smoke", method=run.parent.name, seed_block=run.name)
     assert not (run / "metrics.json").exists()
+
+
+def test_a_stale_lock_is_removed_only_when_no_snakemake_works_here(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from iclr26.core.lifecycle import release_stale_locks
+
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.input.lock").write_text("x")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")  # a Slurm job step: the lock is its submitter's
+    assert not release_stale_locks(tmp_path) and (locks / "0.input.lock").exists()
+    monkeypatch.delenv("SLURM_JOB_ID")
+    # a live Snakemake working in this directory holds it (here: a script named snakemake that sleeps)
+    fake = tmp_path / "bin" / "snakemake"
+    fake.parent.mkdir()
+    fake.write_text("import time\ntime.sleep(60)\n")
+    holder = subprocess.Popen([sys.executable, str(fake)], cwd=tmp_path)
+    cmdline = Path(f"/proc/{holder.pid}/cmdline")
+    for _ in range(500):  # a new process shows its argv a moment after exec
+        if b"snakemake" in cmdline.read_bytes():
+            break
+        time.sleep(0.01)
+    try:
+        assert not release_stale_locks(tmp_path) and (locks / "0.input.lock").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert release_stale_locks(tmp_path) and not (locks / "0.input.lock").exists()

@@ -58,7 +58,14 @@ def _live_snakemakes(workdir: Path) -> list[int]:
 
 
 def release_stale_locks(workdir: str | os.PathLike) -> bool:
-    """Remove Snakemake's lock files when no live Snakemake works in `workdir`; True if removed."""
+    """Remove Snakemake's lock files when no live Snakemake works in `workdir`; True if removed.
+
+    Only a Snakemake started by the user does this: inside a Slurm job (the executor's job step
+    runs Snakemake again, on a node that cannot see the login node's processes) the lock belongs
+    to the Snakemake that submitted the job. /proc shows this machine only, so two Snakemakes on
+    two machines sharing one directory are not told apart: run `--unlock` yourself there."""
+    if os.environ.get("SLURM_JOB_ID"):
+        return False
     workdir = Path(workdir).resolve()
     locks = [p for p in (workdir / ".snakemake" / "locks").glob("*.lock")]
     if not locks or not Path("/proc/self").exists() or _live_snakemakes(workdir):
