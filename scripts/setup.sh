@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs: a virtualenv in .venv with the pinned packages and this
 # project (editable), and, where we are root on Debian/Ubuntu, Slurm and munge for the local test
-# cluster (scripts/slurm-local.sh). Safe to rerun: it reinstalls only when requirements.txt or
+# cluster (scripts/slurm-local.sh) and Chromium for the report's browser test. Safe to rerun: it reinstalls only when requirements.txt or
 # pyproject.toml change. Use PYTHON=/path/to/python3.11 to choose the interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v slurmctld >/dev/null; then
   bash scripts/slurm-local.sh install
+fi
+# headless Chromium, for the test that renders the report in a real browser
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v chromium >/dev/null; then
+  echo "[setup] installing Debian's chromium (the report's browser test)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 fi
 
 python=${PYTHON:-python3}

@@ -66,9 +66,88 @@ def markdown_to_html(markdown: str, image_dir: Path) -> str:
     return "\n".join(out)
 
 
+OUTCOME_COLOURS = {"holds": "#0a6b2d", "not reproduced": "#a31515", "inconclusive": "#8a6d00",
+                   "untestable here": "#666666", "check": "#1f4e9c"}
+
+
+def _outcome(claim: dict) -> str:
+    return "check" if claim.get("kind") == "check" else claim["verdict"]
+
+
+def summary_html(payloads: list[dict], deviations: dict[str, int]) -> str:
+    """The verdicts at a glance: one row per paper (scale, seeds, outcome counts, deviations)."""
+    outcomes = [o for o in OUTCOME_COLOURS if any(_outcome(c) == o for p in payloads for c in p["claims"])]
+    head = "".join(f"<th>{html.escape(o)}</th>" for o in outcomes)
+    rows = []
+    for p in payloads:
+        counts = [sum(_outcome(c) == o for c in p["claims"]) for o in outcomes]
+        cells = "".join(f'<td style="color:{OUTCOME_COLOURS[o]}">{n}</td>' for o, n in zip(outcomes, counts))
+        seeds = p.get("seeds") or []
+        rows.append(f'<tr><td><a href="#{p["paper"]}">{html.escape(p["paper"])}</a></td>'
+                    f"<td>{html.escape(p['scale'])}</td><td>{len(seeds)}</td>{cells}"
+                    f"<td>{deviations.get(p['paper'], 0)}</td></tr>")
+    return (f'<section id="summary"><h2>Summary</h2><table><tr><th>paper</th><th>scale</th><th>seeds</th>{head}'
+            f"<th>deviations</th></tr>{''.join(rows)}</table></section>")
+
+
+def forest_plot_png(payloads: list[dict]) -> bytes:
+    """Every claim's effect and interval against its threshold, one row each, coloured by outcome.
+    Claims have different units, so each row is scaled by its interval's farthest end from the
+    threshold: the threshold is at 0, and a verdict is where the interval lies relative to it."""
+    import io as _io
+
+    from .figures import pyplot
+
+    rows = []
+    for p in payloads:
+        for c in p["claims"]:
+            est = c["estimate"]
+            reference = 0.0 if c.get("baseline") is not None else float(c.get("value") or 0.0)
+            lo, value, hi = (None if est.get(k) is None else float(est[k]) - reference for k in ("lo", "value", "hi"))
+            finite = [abs(x) for x in (lo, value, hi) if x is not None and x == x and abs(x) != float("inf")]
+            scale = max(finite, default=1.0) or 1.0
+            rows.append((f"{p['paper']}: {c['id']}", *(None if x is None else x / scale for x in (lo, value, hi)),
+                         _outcome(c)))
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(9, 0.28 * len(rows) + 1.2))
+    for y, (_label, lo, value, hi, outcome) in enumerate(reversed(rows)):
+        colour = OUTCOME_COLOURS.get(outcome, "#000000")
+        if lo is not None and hi is not None and lo == lo and hi == hi:
+            ax.plot([lo, hi], [y, y], color=colour, lw=2)
+        if value is not None and value == value:
+            ax.plot(value, y, "o", color=colour, ms=4)
+    ax.axvline(0.0, color="#333333", lw=1)
+    ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)], fontsize=7)
+    ax.set_xlim(-1.1, 1.1)
+    ax.set_xlabel("effect - threshold, scaled per claim (the threshold is 0)")
+    for outcome, colour in OUTCOME_COLOURS.items():
+        ax.plot([], [], color=colour, lw=2, label=outcome)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    buffer = _io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
 def write_report(papers: list[str], results_dir, out) -> Path:
     results = Path(results_dir)
-    sections, nav = [], []
+    payloads, deviations = [], {}
+    for slug in papers:
+        claims_file = results / slug / "claims.json"
+        if claims_file.exists():
+            payloads.append(read_json(claims_file))
+        config_file = results / slug / "config.yaml"
+        if config_file.exists():
+            import yaml
+
+            deviations[slug] = len(yaml.safe_load(config_file.read_text()).get("deviations") or [])
+    overview = summary_html(payloads, deviations)
+    if any(p["claims"] for p in payloads):
+        forest = base64.b64encode(forest_plot_png(payloads)).decode()
+        overview += (f'<section id="forest"><h2>Every claim</h2><img alt="forest plot of every claim" '
+                     f'src="data:image/png;base64,{forest}"></section>')
+    sections, nav = [], ['<a href="#summary">summary</a>']
     for slug in papers:
         table = results / slug / "table.md"
         if not table.exists():
@@ -82,5 +161,5 @@ def write_report(papers: list[str], results_dir, out) -> Path:
     summary = markdown_to_html(claims.read_text(), results) if claims.exists() else ""
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>iclr26 report</title>"
             f"<style>{STYLE}</style></head><body><h1>iclr26: reproduced headline tables</h1>"
-            f"<nav>{''.join(nav)}</nav>{summary}{''.join(sections)}</body></html>\n")
+            f"<nav>{''.join(nav)}</nav>{overview}{summary}{''.join(sections)}</body></html>\n")
     return atomic_write(out, page)
