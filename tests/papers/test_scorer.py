@@ -270,14 +270,27 @@ def test_env_state_restores_the_same_trajectory(spec):
     assert np.array_equal(np.stack(run(restored, 200, seed=1)), np.stack(expected))
 
 
-def test_minatar_missing_is_one_clear_error():
-    try:
-        import minatar  # noqa: F401
-        pytest.skip("minatar is installed")
-    except ImportError:
-        pass
-    with pytest.raises(DataError, match="minatar"):
+def test_minatar_missing_is_one_clear_error(monkeypatch):
+    import sys
+
+    import gymnasium
+
+    monkeypatch.setitem(sys.modules, "minatar.gym", None)  # as if the package were not installed
+    monkeypatch.setattr(gymnasium.envs.registration, "registry", {})
+    monkeypatch.setattr(gymnasium, "registry", {}, raising=False)
+    monkeypatch.setattr(scorer_envs.gym, "registry", {}, raising=False)
+    with pytest.raises(DataError, match="needs the 'minatar' package"):
         scorer_envs.describe({"env_id": "MinAtar/Breakout-v1", "impl": "sync"})
+
+
+def test_the_pinned_minatar_gives_the_full_scale_games():
+    """The full-scale games exist in the pinned package, with the observation shape the
+    MinAtar-shaped networks expect (10 x 10 x channels)."""
+    from iclr26.core.config import compose_job_config
+
+    for spec in compose_job_config("scorer", "full")["data"].values():
+        info = scorer_envs.describe(spec)
+        assert info["env_id"] == spec["env_id"] and "(10, 10, " in str(info["observation_space"]), info
 
 
 # ----------------------------------------------------------------------------- resume, full-scale path
