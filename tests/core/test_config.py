@@ -74,3 +74,14 @@ def test_an_override_of_the_wrong_type_is_refused_when_composed():
                                           rf"'resources.train.{key}' is an integer"):
         compose_job_config(PAPERS[0], "smoke", (f"resources.train.{key}=abc",))
     assert compose_job_config(PAPERS[0], "smoke", (f"resources.train.{key}=7",))["resources"]["train"][key] == 7
+
+
+def test_a_claim_whose_test_is_not_valid_at_the_seed_count_is_refused_with_one_line():
+    from iclr26.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        compose_job_config("scorer", "tiny", (), [0, 1, 2])  # its claims use bootstrap_iqm: valid from 8 seeds
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("paper scorer: claim '")
+    assert "test 'bootstrap_iqm' is valid from 8 seeds, the config gives 3; allowed at 3 seeds: paired_t" in message
+    assert compose_job_config("scorer", "smoke")["seeds"] == [0, 1]  # smoke is not refused: its claims are untestable

@@ -110,3 +110,69 @@ def test_bootstrap_interval_agrees_with_the_t_interval_on_normal_data():
     assert boot.lo == pytest.approx(t_est.lo, abs=0.1) and boot.hi == pytest.approx(t_est.hi, abs=0.1)
     iqm_est = aggregate(x, "iqm")
     assert iqm_est.lo < 5.0 < iqm_est.hi
+
+
+# ----------------------------------------------------------------------------- new outcomes
+CLAIM = {"id": "c1", "claim": "new beats base", "metric": "score", "where": {"env": "a"}, "method": "new",
+         "baseline": "base", "direction": "higher", "test": "paired_t"}
+
+
+def test_failed_precondition_makes_the_claim_untestable_with_the_measured_reason():
+    pre = {"claim": "new is below base", "metric": "score", "where": {"env": "a"}, "method": "new",
+           "baseline": "base", "direction": "lower", "test": "paired_t"}
+    out = check_claim({**CLAIM, "precondition": pre}, _records())
+    assert out["verdict"] == "untestable here"
+    assert out["reason"].startswith("precondition not met (new is below base): new - base = 1")
+    assert out["precondition"]["verdict"] == "not reproduced"
+    assert out["estimate"]["value"] == pytest.approx(1.0, abs=0.1)  # the test itself is still shown
+    met = check_claim({**CLAIM, "precondition": {**pre, "direction": "higher"}}, _records())
+    assert met["verdict"] == "holds" and "reason" not in met and met["precondition"]["verdict"] == "holds"
+
+
+def test_precondition_against_a_value_and_its_spec_is_checked():
+    pre = {"metric": "score", "where": {"env": "b"}, "method": "new", "value": 1.0, "direction": "higher",
+           "test": "t"}
+    out = check_claim({**CLAIM, "precondition": pre}, _records())
+    assert out["reason"] == "precondition not met (score higher): new vs 1.0 = 0 [0, 0], not reproduced"
+    with pytest.raises(ConfigError, match="precondition lacks key 'test'"):
+        check_claim({**CLAIM, "precondition": {k: v for k, v in pre.items() if k != "test"}}, _records())
+
+
+def test_too_few_seeds_for_the_test_is_untestable_not_inconclusive():
+    few = _records()[lambda r: r["seed"] < 2]
+    out = check_claim(CLAIM, few)
+    assert out["verdict"] == "untestable here" and out["reason"] == "2 seeds; paired_t is valid from 3"
+
+
+def test_a_bootstrap_against_a_value_is_refused():
+    spec = {"id": "v", "claim": "x", "metric": "score", "method": "new", "value": 0.0, "direction": "higher",
+            "test": "bootstrap_mean"}
+    with pytest.raises(ConfigError, match="use t"):
+        check_claim(spec, _records())
+    assert check_claim({**spec, "test": "t"}, _records())["estimate"]["how"] == "one-sample t, 95% CI of the mean"
+
+
+def test_a_check_is_shown_with_its_number_but_not_counted():
+    check = check_claim({**CLAIM, "id": "c2", "claim": "parts sum to the total", "kind": "check"}, _records())
+    assert check["kind"] == "check" and check["verdict"] == "holds"
+    pre = {"metric": "score", "where": {"env": "a"}, "method": "new", "baseline": "base", "direction": "lower",
+           "test": "paired_t"}
+    untestable = check_claim({**CLAIM, "id": "c3", "claim": "needs a premise", "precondition": pre}, _records())
+    text = claims_markdown([{"paper": "toy", "scale": "tiny",
+                             "claims": [check_claim(CLAIM, _records()), check, untestable]}])
+    assert "Totals: 1 holds, 1 untestable here." in text
+    section = text.split("## Consistency checks")[1]
+    assert "parts sum to the total" in section and "new - base: 1" in section and "**holds**" in section
+    assert "parts sum to the total" not in text.split("## Consistency checks")[0]
+    assert "**untestable here**: precondition not met" in text
+    with pytest.raises(ConfigError, match="kind 'maybe'"):
+        check_claim({**CLAIM, "kind": "maybe"}, _records())
+
+
+def test_small_sample_cells_are_labelled_as_ranges_not_confidence_intervals():
+    est = aggregate([3.0, 1.0, 2.0], "median")
+    assert (est.value, est.lo, est.hi) == (2.0, 1.0, 3.0)
+    assert est.how == "median, range of 3 seeds (too few for a 95% CI)" and "95% CI" not in est.how.split("(")[0]
+    assert "bootstrap 95% CI" in aggregate(np.arange(8.0), "iqm").how
+    boot = effect(np.arange(8.0), np.arange(8.0), "bootstrap_iqm")
+    assert "bootstrap" in boot.how and boot.lo < 0 < boot.hi

@@ -91,7 +91,7 @@ def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, h
                  "train.batch_size=2",
                  *(f"data.{d}.hub_id={hub_dataset_dir}" for d in ("reasoning.splits.train", "reasoning.splits.test",
                                                                    "filler_weakness.splits.test"))]
-    records = pd.DataFrame(load_records(run_paper(SLUG, "full", overrides, seeds=[0])))
+    records = pd.DataFrame(load_records(run_paper(SLUG, "full", overrides, seeds=[0, 1, 2])))  # 3: claim tests
     manifest = read_json(workdir / "data/full/step_entropy/raw/reasoning/manifest.json")
     assert manifest["info"]["test"]["rows"] == 9 and len(manifest["info"]["test"]["sha256"]) == 64
     assert set(records["dataset"]) == {"reasoning"}                    # the weakness row is tiny-only

@@ -5,7 +5,13 @@ records of every seed: the effect (method - baseline, or the method's estimate a
 gets a 95% interval, and the verdict follows from where that interval lies:
     holds           the whole interval is on the claimed side
     not reproduced  the whole interval is on the other side
-    inconclusive    the interval straddles the line (or there are too few seeds for one)
+    inconclusive    the interval straddles the line
+and two outcomes that are not a test of the claim:
+    untestable here the claim's precondition (a check evaluated first, same shape as a claim) does
+                    not hold, or there are fewer seeds than the test is valid at (stats.MIN_N); the
+                    reason is measured and printed
+a claim of `kind: check` (a consistency check that holds by construction) is computed and shown
+with its number, but is not counted among the verdict totals.
 """
 from __future__ import annotations
 
@@ -16,11 +22,13 @@ import pandas as pd
 
 from .errors import ConfigError
 from .io import atomic_write, read_json
-from .stats import Estimate, aggregate, effect
+from .stats import MIN_N, VALUE_REFUSED, Estimate, effect, one_sample
 
-HOLDS, NOT_REPRODUCED, INCONCLUSIVE = "holds", "not reproduced", "inconclusive"
-TEST_TO_AGG = {"paired_t": "mean", "welch_t": "mean", "bootstrap_mean": "mean", "bootstrap_iqm": "iqm", "fit": "fit"}
+HOLDS, NOT_REPRODUCED, INCONCLUSIVE, UNTESTABLE = "holds", "not reproduced", "inconclusive", "untestable here"
+TESTS = tuple(MIN_N)
+KINDS = ("claim", "check")
 REQUIRED = ("id", "claim", "metric", "method", "direction", "test")
+PRECONDITION_REQUIRED = ("metric", "method", "direction", "test")
 
 
 def select(records: pd.DataFrame, method: str, where: dict | None) -> pd.DataFrame:
@@ -54,17 +62,26 @@ def _column(rows: pd.DataFrame, name: str):
     return rows[name].to_numpy() if name in rows.columns else None
 
 
-def check_claim(spec: dict, records: pd.DataFrame) -> dict:
-    missing = [key for key in REQUIRED if key not in spec]
+def _validate(spec: dict, name: str, required=REQUIRED) -> None:
+    missing = [key for key in required if key not in spec]
     if missing:
-        raise ConfigError(f"claim {spec.get('id', '?')!r} lacks key '{missing[0]}'")
+        raise ConfigError(f"{name} lacks key '{missing[0]}'")
     if ("baseline" in spec) == ("value" in spec):
-        raise ConfigError(f"claim {spec['id']!r} needs exactly one of 'baseline' or 'value'")
+        raise ConfigError(f"{name} needs exactly one of 'baseline' or 'value'")
+    if spec["test"] not in TESTS:
+        raise ConfigError(f"{name}: test {spec['test']!r} is not one of {', '.join(TESTS)}")
+    if spec["test"] in VALUE_REFUSED and "value" in spec:
+        raise ConfigError(f"{name}: test {spec['test']!r} {VALUE_REFUSED[spec['test']]}")
+    if spec["test"] == "t" and "baseline" in spec:
+        raise ConfigError(f"{name}: test 't' is for a claim against a value; against a baseline use paired_t "
+                          f"or welch_t")
+
+
+def _evaluate(spec: dict, records: pd.DataFrame, name: str) -> tuple[Estimate, str, str]:
+    """The estimate, what was compared, and the verdict of one claim-shaped spec."""
     metric, test = spec["metric"], spec["test"]
-    if test not in TEST_TO_AGG:
-        raise ConfigError(f"claim {spec['id']!r}: test {test!r} is not one of {', '.join(TEST_TO_AGG)}")
     if metric not in records.columns:
-        raise ConfigError(f"claim {spec['id']!r}: metric {metric!r} is not in the records")
+        raise ConfigError(f"{name}: metric {metric!r} is not in the records")
     rows = select(records, spec["method"], spec.get("where"))
     if "baseline" in spec:
         base = select(records, spec["baseline"], spec.get("where"))
@@ -76,15 +93,46 @@ def check_claim(spec: dict, records: pd.DataFrame) -> dict:
                      _column(base, f"{metric}_lo"), _column(base, f"{metric}_hi"))
         reference, against = 0.0, f"{spec['method']} - {spec['baseline']}"
     else:
-        est = aggregate(rows[metric].to_numpy(), TEST_TO_AGG[test], _column(rows, f"{metric}_lo"),
-                        _column(rows, f"{metric}_hi"))
+        est = one_sample(rows[metric].to_numpy(), test, _column(rows, f"{metric}_lo"), _column(rows, f"{metric}_hi"))
         reference, against = float(spec["value"]), f"{spec['method']} vs {spec['value']}"
-    return {
-        **{k: v for k, v in spec.items()},
-        "estimate": est.as_dict(),
-        "compared": against,
-        "verdict": verdict(est, spec["direction"], reference, spec.get("tolerance")),
-    }
+    return est, against, verdict(est, spec["direction"], reference, spec.get("tolerance"))
+
+
+def _too_few(est: Estimate, test: str) -> str | None:
+    if est.n < MIN_N[test]:
+        return f"{est.n} seeds; {test} is valid from {MIN_N[test]}"
+    return None
+
+
+def check_claim(spec: dict, records: pd.DataFrame) -> dict:
+    name = f"claim {spec.get('id', '?')!r}"
+    _validate(spec, name)
+    kind = spec.get("kind", "claim")
+    if kind not in KINDS:
+        raise ConfigError(f"{name}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    out = {k: v for k, v in spec.items()}
+    reason = None
+    pre = spec.get("precondition")
+    if pre is not None:
+        pname = f"{name} precondition"
+        if not isinstance(pre, dict):
+            raise ConfigError(f"{pname} must be a mapping shaped like a claim")
+        _validate(pre, pname, PRECONDITION_REQUIRED)
+        p_est, p_against, p_verdict = _evaluate(pre, records, pname)
+        p_reason = _too_few(p_est, pre["test"])
+        out["precondition"] = {**pre, "estimate": p_est.as_dict(), "compared": p_against,
+                               "verdict": UNTESTABLE if p_reason else p_verdict}
+        if p_reason or p_verdict != HOLDS:
+            what = pre.get("claim") or f"{pre['metric']} {pre['direction']}"
+            measured = f"{p_against} = {_fmt(p_est.value)} [{_fmt(p_est.lo)}, {_fmt(p_est.hi)}]"
+            reason = f"precondition not met ({what}): {measured}, {p_reason or p_verdict}"
+    est, against, result = _evaluate(spec, records, name)
+    reason = reason or _too_few(est, spec["test"])
+    out.update({"kind": kind, "estimate": est.as_dict(), "compared": against,
+                "verdict": UNTESTABLE if reason else result})
+    if reason:
+        out["reason"] = reason
+    return out
 
 
 def check_claims(specs: list[dict], records: pd.DataFrame) -> list[dict]:
@@ -98,38 +146,52 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
+def outcome_text(c: dict) -> str:
+    """The verdict cell: the verdict in bold, with the measured reason when it is untestable here."""
+    text = f"**{c['verdict']}**"
+    return f"{text}: {c['reason']}" if c.get("reason") else text
+
+
 def claims_markdown(payloads: list[dict]) -> str:
     lines = [
         "# Claims: every headline claim, checked on our runs",
         "",
         "Verdicts are computed by `tabulate` from the seeds' records: **holds** when the 95% interval of",
         "the effect lies on the claimed side, **not reproduced** when it lies on the other side,",
-        "**inconclusive** when it straddles the line. The scale says how far our setting is from the paper's.",
+        "**inconclusive** when it straddles the line, **untestable here** when the claim's precondition",
+        "fails or there are too few seeds for its test (the measured reason is given). Consistency",
+        "checks hold by construction: they are listed with their numbers but not counted.",
+        "The scale says how far our setting is from the paper's.",
         "",
     ]
     counts: dict[str, int] = {}
-    rows = ["| paper | scale | claim | paper reports | ours: effect [95% CI] | test (n) | verdict |",
+    head = ["| paper | scale | claim | paper reports | ours: effect [95% CI] | test (n) | verdict |",
             "|---|---|---|---|---|---|---|"]
+    rows, checks = list(head), list(head)
+    cell = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     for payload in payloads:
         for c in payload["claims"]:
             est = c["estimate"]
-            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+            is_check = c.get("kind", "claim") == "check"
+            if not is_check:
+                counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
             ours = f"{c['compared']}: {_fmt(est['value'])} [{_fmt(est['lo'])}, {_fmt(est['hi'])}]"
-            cell = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-            rows.append(
+            (checks if is_check else rows).append(
                 f"| {payload['paper']} | {payload['scale']} | {cell(c['claim'])} | {cell(c.get('paper', ''))} | "
-                f"{cell(ours)} | {c['test']} ({est['n']}) | **{c['verdict']}** |"
+                f"{cell(ours)} | {c['test']} ({est['n']}) | {cell(outcome_text(c))} |"
             )
     total = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
     lines += [f"Totals: {total or 'no claims'}.", "", *rows, ""]
+    if len(checks) > len(head):
+        lines += ["## Consistency checks (hold by construction; not counted in the totals)", "", *checks, ""]
     return "\n".join(lines)
 
 
-VERDICT_SCORE = {HOLDS: 1, INCONCLUSIVE: 0, NOT_REPRODUCED: -1}
+VERDICT_SCORE = {HOLDS: 1, INCONCLUSIVE: 0, UNTESTABLE: 0, NOT_REPRODUCED: -1}
 
 
 def claims_metrics(payloads: list[dict]) -> dict:
-    """Every claim's effect, interval and verdict (holds 1, inconclusive 0, not reproduced -1) as
+    """Every claim's effect, interval and verdict (holds 1, inconclusive or untestable 0, not reproduced -1) as
     numbers per paper and claim: what `dvc metrics diff` compares between two commits."""
     return {p["paper"]: {c["id"]: {"effect": c["estimate"]["value"], "lo": c["estimate"]["lo"],
                                    "hi": c["estimate"]["hi"], "n": c["estimate"]["n"],

@@ -2,13 +2,17 @@
 
 A paper's declaration (`Paper`) and its Hydra config must agree: the config's `data` holds exactly
 the declared datasets; every table column and claim names a metric the paper declares its records
-carry; every method a claim, a label or a reported row names is a declared method. A mistake stops
+carry; every method a claim, a label or a reported row names is a declared method; a claim's (and its
+precondition's) test is valid at the number of seeds the config gives (stats.MIN_N). A mistake stops
 the DAG with one line naming the paper, the key and what is allowed.
 """
 from __future__ import annotations
 
 from .errors import ConfigError
 from .paper import Paper
+from .stats import MIN_N, VALUE_REFUSED
+
+KINDS = ("claim", "check")
 
 
 def _one_of(paper: Paper, key: str, value, allowed) -> None:
@@ -37,9 +41,32 @@ def check_job_config(paper: Paper, cfg: dict) -> None:
     for method in (cfg.get("reported") or {}).get("rows") or {}:
         _one_of(paper, "reported.rows", method, paper.methods)
 
+    seeds = len(cfg.get("seeds") or [])
     for i, claim in enumerate(cfg.get("claims") or []):
         where = f"claims[{i}] ({claim.get('id', '?')})"
-        _one_of(paper, f"{where}.metric", claim.get("metric"), paper.metrics)
-        _one_of(paper, f"{where}.method", claim.get("method"), paper.methods)
-        if claim.get("baseline") is not None:
-            _one_of(paper, f"{where}.baseline", claim["baseline"], paper.methods)
+        _one_of(paper, f"{where}.kind", claim.get("kind", "claim"), KINDS)
+        _check_claim_spec(paper, cfg, where, claim, seeds)
+        pre = claim.get("precondition")
+        if pre is not None:
+            if not isinstance(pre, dict):
+                raise ConfigError(f"paper {paper.slug}: config key '{where}.precondition' must be a mapping "
+                                  f"shaped like a claim (metric, method, baseline or value, direction, test)")
+            _check_claim_spec(paper, cfg, f"{where}.precondition", pre, seeds)
+
+
+def _check_claim_spec(paper: Paper, cfg: dict, where: str, claim: dict, seeds: int) -> None:
+    _one_of(paper, f"{where}.metric", claim.get("metric"), paper.metrics)
+    _one_of(paper, f"{where}.method", claim.get("method"), paper.methods)
+    if claim.get("baseline") is not None:
+        _one_of(paper, f"{where}.baseline", claim["baseline"], paper.methods)
+    test = claim.get("test")
+    _one_of(paper, f"{where}.test", test, MIN_N)
+    if claim.get("value") is not None and test in VALUE_REFUSED:
+        raise ConfigError(f"paper {paper.slug}: config key '{where}.test' = {test!r} {VALUE_REFUSED[test]}")
+    # a test is refused where it is not valid at the config's seed count; smoke scale (test-sized,
+    # its numbers mean nothing) is not refused: its claims come out "untestable here" instead
+    if test != "fit" and seeds < MIN_N[test] and cfg.get("scale") != "smoke":
+        allowed = [t for t, n in MIN_N.items() if n <= seeds and t != "fit"]
+        raise ConfigError(f"paper {paper.slug}: claim {claim.get('id', where)!r}: test {test!r} is valid from "
+                          f"{MIN_N[test]} seeds, the config gives {seeds}; allowed at {seeds} seeds: "
+                          f"{', '.join(allowed) or 'none'} (or more seeds)")

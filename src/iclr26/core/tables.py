@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .claims import select
+from .claims import outcome_text, select
 from .errors import ConfigError
 from .stats import Estimate, aggregate
 
@@ -88,14 +88,19 @@ def render_markdown(title: str, subtitle: str, sections: list[Section], labels: 
         lines += [f"## The paper's numbers ({reported.get('source', 'paper')})", ""]
         rows = [[_label(m, labels)] + [str(r.get(c, "—")) for c in cols] for m, r in reported["rows"].items()]
         lines += _md_table(["method", *cols], rows) + [""]
-    if claims:
-        lines += ["## Claims", ""]
+    real = [c for c in claims if c.get("kind", "claim") != "check"]
+    checks = [c for c in claims if c.get("kind", "claim") == "check"]
+    for heading, group in (("Claims", real), ("Consistency checks (hold by construction; not counted)", checks)):
+        if not group:
+            continue
         rows = []
-        for c in claims:
+        for c in group:
             e = c["estimate"]
             rows.append([c["claim"], c.get("paper", ""), f"{c['compared']}: {cell_text(Estimate(**e), '.3g')}",
-                         f"{c['test']} (n={e['n']})", f"**{c['verdict']}**"])
-        lines += _md_table(["claim", "paper", "ours", "test", "verdict"], rows) + [""]
+                         f"{c['test']} (n={e['n']})", outcome_text(c)])
+        how = "; ".join(sorted({c["estimate"].get("how", "") for c in group} - {""}))
+        lines += [f"## {heading}", ""] + _md_table(["claim", "paper", "ours", "test", "verdict"], rows)
+        lines += ["", f"_Intervals: {how}._", ""] if how else [""]
     if notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     for fig in figures:
