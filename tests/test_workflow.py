@@ -414,3 +414,66 @@ def test_an_unknown_paper_on_the_command_line_lists_the_papers():
                           text=True, env=venv_env())
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "unknown paper 'nosuch'; implemented: " + ", ".join(sorted(all_papers())) in proc.stderr
+
+
+def _imports(path: Path, module_level_only: bool) -> set[str]:
+    """Absolute module names a file imports (relative imports resolved inside the iclr26 package)."""
+    import ast
+
+    package = ".".join(path.relative_to(REPO / "src").with_suffix("").parts[:-1])
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if module_level_only else ast.walk(tree)
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+    return found
+
+
+def test_each_papers_env_holds_what_its_code_imports():
+    """`--sdm conda` gives each rule its paper's env: every third-party package the paper's modules
+    import (anywhere in them), and the core modules they and the job runner import at module level,
+    must be pinned there. Imports inside core's functions serve other papers (e.g. torch for
+    checkpoints) and are not followed."""
+    import sys as _sys
+
+    from iclr26.core.config import compose_job_config
+
+    distributions = {"yaml": "PyYAML", "sklearn": "scikit-learn", "PIL": "pillow", "math_verify": "math-verify",
+                     "hydra": "hydra-core", "minatar": "MinAtar"}
+    src = REPO / "src"
+
+    def file_of(module):
+        where = src / Path(*module.split("."))
+        for candidate in (where.with_suffix(".py"), where / "__init__.py"):
+            if candidate.exists():
+                return candidate
+        return None
+
+    for slug in all_papers():
+        env_name = compose_job_config(slug, "tiny").get("conda_env", "pipeline")
+        env = yaml.safe_load((REPO / "envs" / f"{env_name}.yaml").read_text())
+        pins = {p.split("==")[0].lower() for d in env["dependencies"] if isinstance(d, dict) for p in d["pip"]}
+        own = list((src / "iclr26" / "papers" / slug).rglob("*.py"))
+        queue = [(f, False) for f in own] + [(file_of(m), True) for m in ("iclr26.__main__", "iclr26.core.job",
+                                                                            "iclr26.core.tabulate")]
+        seen, third_party = set(), set()
+        while queue:
+            path, module_level_only = queue.pop()
+            if path is None or path in seen:
+                continue
+            seen.add(path)
+            for name in _imports(path, module_level_only):
+                if name.startswith("iclr26"):
+                    queue.append((file_of(name), path not in own or module_level_only))
+                elif name.split(".")[0] not in _sys.stdlib_module_names:
+                    third_party.add(name.split(".")[0])
+        missing = sorted(m for m in third_party if distributions.get(m, m).lower() not in pins)
+        assert not missing, f"{slug}: envs/{env_name}.yaml lacks {missing}"
