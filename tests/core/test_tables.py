@@ -48,3 +48,17 @@ def test_csv_is_tidy_and_latex_is_escaped():
     tex = render_latex("κ & δ_1", sections, {})
     assert r"$\kappa$ \& $\delta$\_1" in tex and r"\toprule" in tex and tex.count(r"\\") >= 3
     assert tex_escape("50%") == r"50\%"
+
+
+def test_deviations_are_printed_under_the_table_and_checked_when_composed():
+    from iclr26.core.config import ConfigError, compose_job_config
+    from iclr26.core.paper import all_papers
+    from iclr26.core.tables import render_markdown
+
+    text = render_markdown("t", "s", [], {}, {}, [], [], [], ["a stand-in dataset",
+                           {"what": "budget cut to 40k steps", "why": "CPU time", "post_hoc": "2026-11-30"}])
+    assert "## Deviations from the paper" in text
+    assert "- a stand-in dataset" in text and "- budget cut to 40k steps: CPU time (post-hoc, 2026-11-30)" in text
+    slug = sorted(all_papers())[0]
+    with pytest.raises(ConfigError, match=r"config key 'deviations\[0\]' must be a string or"):
+        compose_job_config(slug, "smoke", ("deviations=[{when: now}]",))

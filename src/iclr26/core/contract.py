@@ -32,6 +32,12 @@ def check_job_config(paper: Paper, cfg: dict) -> None:
         if name not in data:
             raise ConfigError(f"paper {paper.slug}: config key 'data.{name}' is missing (a declared dataset)")
 
+    for i, item in enumerate(cfg.get("deviations") or []):
+        if not (isinstance(item, str) or (isinstance(item, dict) and isinstance(item.get("what"), str)
+                                           and set(item) <= {"what", "why", "post_hoc"})):
+            raise ConfigError(f"paper {paper.slug}: config key 'deviations[{i}]' must be a string or "
+                              "{what, why, post_hoc}")
+
     table = cfg.get("table") or {}
     for s, section in enumerate(table.get("sections") or []):
         for c, column in enumerate(section.get("columns") or []):

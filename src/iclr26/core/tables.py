@@ -72,8 +72,17 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def deviation_text(item) -> str:
+    """One deviation from the paper: a string, or {what, why, post_hoc: <date>} for a change made
+    after the first results were read."""
+    if isinstance(item, str):
+        return item
+    text = item["what"] + (f": {item['why']}" if item.get("why") else "")
+    return text + (f" (post-hoc, {item['post_hoc']})" if item.get("post_hoc") else "")
+
+
 def render_markdown(title: str, subtitle: str, sections: list[Section], labels: dict, reported: dict,
-                    claims: list[dict], figures: list[str], notes: list[str]) -> str:
+                    claims: list[dict], figures: list[str], notes: list[str], deviations: list | None = None) -> str:
     lines = [f"# {title}", "", subtitle, ""]
     for sec in sections:
         if sec.name:
@@ -101,6 +110,8 @@ def render_markdown(title: str, subtitle: str, sections: list[Section], labels: 
         how = "; ".join(sorted({c["estimate"].get("how", "") for c in group} - {""}))
         lines += [f"## {heading}", ""] + _md_table(["claim", "paper", "ours", "test", "verdict"], rows)
         lines += ["", f"_Intervals: {how}._", ""] if how else [""]
+    if deviations:
+        lines += ["## Deviations from the paper", ""] + [f"- {deviation_text(d)}" for d in deviations] + [""]
     if notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     for fig in figures:

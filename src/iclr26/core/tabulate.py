@@ -55,7 +55,7 @@ def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir)
                                  f"code {paper.code}" if paper.code else "") if x)
     subtitle = f"**Ours: {scale_note}**, {_seed_text(cfg['seeds'])}. {ids}"
     markdown = render_markdown(title, subtitle, sections, labels, cfg.get("reported") or {}, claims, figures,
-                               list(spec.get("notes", [])))
+                               list(spec.get("notes", [])), list(cfg.get("deviations") or []))
     atomic_write(out / "table.md", markdown)
     atomic_write(out / "table.csv", render_csv(sections, labels, cfg.get("reported") or {}, scale))
     atomic_write(out / "table.tex", render_latex(f"{title} ({scale} scale)", sections, labels))
