@@ -85,3 +85,25 @@ def test_a_claim_whose_test_is_not_valid_at_the_seed_count_is_refused_with_one_l
     assert "\n" not in message and message.startswith("paper scorer: claim '")
     assert "test 'bootstrap_iqm' is valid from 8 seeds, the config gives 3; allowed at 3 seeds: paired_t" in message
     assert compose_job_config("scorer", "smoke")["seeds"] == [0, 1]  # smoke is not refused: its claims are untestable
+
+
+def test_a_data_stage_reading_an_undeclared_section_is_one_clear_error():
+    """acquire/prepare see only `data`, the job keys and their paper's data_reads: reading another
+    section would leave it out of their rerun trigger, so it is refused by name."""
+    from iclr26.core.config import stage_config
+
+    cfg = {"slug": "p", "scale": "tiny", "data": {"d": 1}, "train": {"lr": 1.0}, "model": {"w": 2}}
+    view = stage_config(cfg, "prepare", data_reads=("model",))
+    assert view["data"] == {"d": 1} and view["model"] == {"w": 2}
+    for read in (lambda: view["train"], lambda: view.get("train"), lambda: "train" in view):
+        with pytest.raises(ConfigError, match=r"stage prepare of paper p reads config key 'train', which it does "
+                                              r"not declare: add it to the paper's data_reads"):
+            read()
+    assert stage_config(cfg, "train") is cfg
+
+
+def test_a_malformed_fault_spec_is_one_clear_error():
+    from iclr26.core import faults
+
+    with pytest.raises(ValueError, match=r"ICLR26_FAULT='train:nowhere:1': expected <stage>:<unit\|checkpoint"):
+        faults.parse("train:nowhere:1")
