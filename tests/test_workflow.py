@@ -60,26 +60,45 @@ def _rule_blocks(text: str, rule: str) -> dict[str, list[str]]:
 
 
 def test_full_scale_dag_requests_gpus_exactly_on_each_papers_gpu_stages(dry):
-    proc = snakemake(dry, "-n", "--forceall", "all", "--config", "scale=full", "-p")
+    """Through the Slurm profile: every stage whose code picks a device (the preflight's static scan)
+    runs with a GPU, in the GPU partition, exactly on the paper's gpu_stages (07's prepare among
+    them); no other job asks for one; a training-free method queues no train job."""
+    from iclr26.core.preflight import stage_code
+
+    proc = snakemake(dry, "--profile", "slurm", "-n", "--forceall", "all", "--config", "scale=full", "-p")
     text = proc.stdout + proc.stderr
     assert "--scale full" in text
     checked = 0
     for stage in ("acquire", "prepare", "train", "evaluate"):
         for slug, blocks in _rule_blocks(text, stage).items():
-            wants_gpu = stage in all_papers()[slug].gpu_stages
+            paper = all_papers()[slug]
+            wants_gpu = stage in paper.gpu_stages
+            assert wants_gpu or not stage_code(paper, stage)["picks_device"], (slug, stage)
             gpus = {int(m) for b in blocks for m in re.findall(r"\bgpu=(\d+)", b)}
+            partitions = {m for b in blocks for m in re.findall(r"\bslurm_partition=(\w*)", b)}
             assert gpus and (min(gpus) >= 1 if wants_gpu else gpus == {0}), (slug, stage, gpus)
+            assert partitions == ({"gpu"} if wants_gpu else {""}), (slug, stage, partitions)
             checked += 1
+            if stage == "train":
+                queued = {m for b in blocks for m in re.findall(r"method=(\w+)", b)}
+                assert queued == set(paper.methods) - set(paper.training_free), (slug, queued)
     assert checked >= 3 * len(all_papers())  # acquire prints its message (the source) instead of its block
+    assert any(p.training_free for p in all_papers().values())
     assert re.search(r"acquire \w+/\w+ \(full\): url=https://", text)  # real sources, in the job log
+    # 07's prepare runs the model (its own traces) on a GPU
+    assert "prepare" in all_papers()["step_entropy"].gpu_stages
+    assert stage_code(all_papers()["step_entropy"], "prepare")["picks_device"]
 
 
 def test_retries_double_memory_and_runtime():
-    """The README's promise: memory and runtime double on each retry (x1, x2, x4); the rules use it."""
+    """The README's promise: memory and runtime double on each retry (x1, x2, x4), runtime never above
+    the partition's limit; the rules ask core.config.job_resource for every resource."""
     from iclr26.core.config import retry_scaled
 
     assert [retry_scaled(100, attempt) for attempt in (1, 2, 3)] == [100, 200, 400]
-    assert "retry_scaled(value, attempt)" in (REPO / "workflow" / "rules" / "common.smk").read_text()
+    assert [retry_scaled(2880, attempt, 2880) for attempt in (1, 2, 3)] == [2880, 2880, 2880]
+    assert "job_resource(PAPER_DECL[wildcards.paper], job_config(wildcards.paper), stage, key, attempt)" in (
+        REPO / "workflow" / "rules" / "common.smk").read_text()
 
 
 def test_data_parallel_train_jobs_start_under_accelerate_launch(dry):
@@ -416,64 +435,15 @@ def test_an_unknown_paper_on_the_command_line_lists_the_papers():
     assert "unknown paper 'nosuch'; implemented: " + ", ".join(sorted(all_papers())) in proc.stderr
 
 
-def _imports(path: Path, module_level_only: bool) -> set[str]:
-    """Absolute module names a file imports (relative imports resolved inside the iclr26 package)."""
-    import ast
-
-    package = ".".join(path.relative_to(REPO / "src").with_suffix("").parts[:-1])
-    tree = ast.parse(path.read_text())
-    nodes = tree.body if module_level_only else ast.walk(tree)
-    found = set()
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([node.module] if node.module else []))
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names)
-    return found
-
-
 def test_each_papers_env_holds_what_its_code_imports():
     """`--sdm conda` gives each rule its paper's env: every third-party package the paper's modules
     import (anywhere in them), and the core modules they and the job runner import at module level,
-    must be pinned there. Imports inside core's functions serve other papers (e.g. torch for
-    checkpoints) and are not followed."""
-    import sys as _sys
-
+    must be pinned there (the preflight's static scan, core.preflight.env_missing_imports)."""
     from iclr26.core.config import compose_job_config
+    from iclr26.core.preflight import env_missing_imports, third_party_imports
 
-    distributions = {"yaml": "PyYAML", "sklearn": "scikit-learn", "PIL": "pillow", "math_verify": "math-verify",
-                     "hydra": "hydra-core", "minatar": "MinAtar"}
-    src = REPO / "src"
-
-    def file_of(module):
-        where = src / Path(*module.split("."))
-        for candidate in (where.with_suffix(".py"), where / "__init__.py"):
-            if candidate.exists():
-                return candidate
-        return None
-
-    for slug in all_papers():
-        env_name = compose_job_config(slug, "tiny").get("conda_env", "pipeline")
-        env = yaml.safe_load((REPO / "envs" / f"{env_name}.yaml").read_text())
-        pins = {p.split("==")[0].lower() for d in env["dependencies"] if isinstance(d, dict) for p in d["pip"]}
-        own = list((src / "iclr26" / "papers" / slug).rglob("*.py"))
-        queue = [(f, False) for f in own] + [(file_of(m), True) for m in ("iclr26.__main__", "iclr26.core.job",
-                                                                            "iclr26.core.tabulate")]
-        seen, third_party = set(), set()
-        while queue:
-            path, module_level_only = queue.pop()
-            if path is None or path in seen:
-                continue
-            seen.add(path)
-            for name in _imports(path, module_level_only):
-                if name.startswith("iclr26"):
-                    queue.append((file_of(name), path not in own or module_level_only))
-                elif name.split(".")[0] not in _sys.stdlib_module_names:
-                    third_party.add(name.split(".")[0])
-        missing = sorted(m for m in third_party if distributions.get(m, m).lower() not in pins)
-        assert not missing, f"{slug}: envs/{env_name}.yaml lacks {missing}"
+    for slug, paper in all_papers().items():
+        cfg = compose_job_config(slug, "tiny")
+        missing = env_missing_imports(paper, cfg)
+        assert not missing, f"{slug}: envs/{cfg.get('conda_env', 'pipeline')}.yaml lacks {missing}"
+    assert "torch" in third_party_imports(all_papers()["scorer"])  # the scan sees imports inside functions

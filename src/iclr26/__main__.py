@@ -9,6 +9,7 @@
     python -m iclr26 report   --papers P1 P2 --out results/report.html
     python -m iclr26 config   --paper P --scale tiny        # print the resolved job config
     python -m iclr26 run      --paper P --scale tiny        # every stage of one paper here, no Snakemake
+    python -m iclr26 preflight --scale full [--papers P ...]  # check every full-scale job before it runs
 
 Any `--override key=value` is a Hydra override of the job config. Errors print one line.
 """
@@ -59,6 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run every stage of one paper in this process (no Snakemake), "
                                      "resuming finished stages, then tabulate into results/<paper>")
     job_args(run)
+    pre = sub.add_parser("preflight", help="check every job of a scale before it runs (pins, GPUs, envs, memory, "
+                                           "runtime) and print the plan; exit 1 on any problem")
+    pre.add_argument("--scale", default="full")
+    pre.add_argument("--papers", nargs="+", default=None, help="default: every implemented paper")
+    pre.add_argument("--override", action="append", default=[], metavar="[SLUG:]KEY=VALUE")
+    pre.add_argument("--seed-list", default=None, help="comma-separated seeds replacing the papers' own")
     return parser
 
 
@@ -92,6 +99,10 @@ def main(argv=None) -> int:
 
             evals = run_paper(args.paper, args.scale, args.override, seeds)
             tabulate_paper(args.paper, args.scale, args.override, seeds, evals, f"results/{args.paper}")
+        elif args.command == "preflight":
+            from iclr26.core.preflight import run as preflight
+
+            return preflight(args.scale, args.papers, args.override, seeds)
         elif args.command == "config":
             import yaml
 

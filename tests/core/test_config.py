@@ -107,3 +107,41 @@ def test_a_malformed_fault_spec_is_one_clear_error():
 
     with pytest.raises(ValueError, match=r"ICLR26_FAULT='train:nowhere:1': expected <stage>:<unit\|checkpoint"):
         faults.parse("train:nowhere:1")
+
+
+def test_a_retry_doubles_runtime_up_to_the_partitions_limit():
+    """Full scale: each retry doubles memory and runtime, runtime capped at cluster.max_runtime_min
+    (an 8,640-minute third attempt would never be scheduled); GPU jobs go to the GPU partition."""
+    from iclr26.core.config import job_resource, retry_scaled
+
+    assert [retry_scaled(1440, a, 2880) for a in (1, 2, 3)] == [1440, 2880, 2880]
+    assert [retry_scaled(1440, a) for a in (1, 2, 3)] == [1440, 2880, 5760]  # no limit (tiny, smoke)
+    paper = all_papers()["scorer"]
+    cfg = compose_job_config("scorer", "full")
+    limit = cfg["cluster"]["max_runtime_min"]
+    assert limit and cfg["resources"]["train"]["runtime"] <= limit
+    runtimes = [job_resource(paper, cfg, "train", "runtime", a) for a in (1, 2, 3)]
+    assert max(runtimes) == limit and runtimes == sorted(runtimes)
+    assert [job_resource(paper, cfg, "train", "mem_mb", a) for a in (1, 2)] == [cfg["resources"]["train"]["mem_mb"],
+                                                                               2 * cfg["resources"]["train"]["mem_mb"]]
+    assert job_resource(paper, cfg, "train", "gpus") >= 1
+    assert job_resource(paper, cfg, "train", "partition") == cfg["cluster"]["gpu_partition"]
+    assert job_resource(paper, cfg, "acquire", "gpus") == 0
+    assert job_resource(paper, cfg, "acquire", "partition") == cfg["cluster"]["cpu_partition"]
+    tiny = compose_job_config("scorer", "tiny")
+    assert job_resource(paper, tiny, "train", "runtime", 3) == 4 * tiny["resources"]["train"]["runtime"]
+
+
+def test_a_training_free_method_has_no_train_job():
+    from iclr26.core.config import workflow_jobs
+
+    for slug, paper in all_papers().items():
+        jobs = workflow_jobs(paper, compose_job_config(slug, "smoke"))
+        trained = {j["method"] for j in jobs if j["stage"] == "train"}
+        evaluated = {j["method"] for j in jobs if j["stage"] == "evaluate"}
+        assert evaluated == set(paper.methods) and trained == evaluated - set(paper.training_free), slug
+    assert "original" in all_papers()["rebalance"].training_free
+    with pytest.raises(ValueError, match="training_free names unknown method"):
+        from dataclasses import replace
+
+        replace(all_papers()["rebalance"], training_free=("nosuch",))

@@ -12,13 +12,13 @@ from iclr26.core.config import (  # noqa: E402
     ConfigError,
     compose_job_config,
     config_digest,
+    job_resource,
     results_config,
-    retry_scaled,
-    seed_blocks,
     split_overrides,
     stage_config,
     stage_overrides,
     validate_workflow_config,
+    workflow_jobs,
 )
 from iclr26.core.lifecycle import export_job_environment, release_stale_locks  # noqa: E402
 from iclr26.core.paper import all_papers  # noqa: E402
@@ -72,11 +72,6 @@ for _paper in PAPERS:  # fail on a bad override or method now, before any job ru
     methods(_paper)
 
 
-def blocks(paper):
-    cfg = job_config(paper)
-    return seed_blocks(cfg["seeds"], cfg.get("seed_batch", 1))
-
-
 @functools.cache
 def digest(paper, stage):
     """Params that make Snakemake rerun a job when the config it reads or the paper's code changes.
@@ -100,24 +95,34 @@ def conda_env(wildcards):
     return f"../../envs/{job_config(wildcards.paper).get('conda_env', 'pipeline')}.yaml"
 
 
-def resource(stage, key, grows=False):
-    """A resource of a stage from the job config; memory and time grow with each retry."""
+def resource(stage, key):
+    """A resource of a stage's job (core.config.job_resource): GPUs only on the paper's GPU stages;
+    memory and runtime double with each retry, runtime capped at the partition's limit
+    (cluster.max_runtime_min); the partition from cluster.gpu_partition / cpu_partition."""
 
     def get(wildcards, attempt):
-        if key == "gpus" and stage not in PAPER_DECL[wildcards.paper].gpu_stages:
-            return 0  # a CPU-only stage (numerics, tables) never asks for a GPU
-        value = job_config(wildcards.paper)["resources"][stage][key]
-        return retry_scaled(value, attempt) if grows else value
+        return job_resource(PAPER_DECL[wildcards.paper], job_config(wildcards.paper), stage, key, attempt)
+
+    return get
+
+
+def partition(stage):
+    """slurm_partition: the job config's cluster.gpu_partition for a job with GPUs, else
+    cluster.cpu_partition; empty (the cluster's default partition) when that is null."""
+
+    def get(wildcards):
+        return resource(stage, "partition")(wildcards, 1) or ""
 
     return get
 
 
 def stage_resources(stage):
     return dict(
-        mem_mb=resource(stage, "mem_mb", grows=True),
-        runtime=resource(stage, "runtime", grows=True),
+        mem_mb=resource(stage, "mem_mb"),
+        runtime=resource(stage, "runtime"),
         gpu=resource(stage, "gpus"),
         cpus_per_task=resource(stage, "cpus"),
+        slurm_partition=partition(stage),
     )
 
 
@@ -167,7 +172,20 @@ def prepared(wildcards):
 
 
 def eval_files(paper):
-    return [f"runs/{SCALE}/{paper}/{m}/{b}/eval.json" for m in methods(paper) for b in blocks(paper)]
+    """The paper's evaluate jobs (core.config.workflow_jobs: the enumeration the preflight checks)."""
+    return [
+        f"runs/{SCALE}/{paper}/{job['method']}/{job['seeds']}/eval.json"
+        for job in workflow_jobs(PAPER_DECL[paper], job_config(paper), methods(paper))
+        if job["stage"] == "evaluate"
+    ]
+
+
+def train_output(wildcards):
+    """What an evaluate job reads from its train job: nothing for a training-free method (the
+    workflow queues no train job for it)."""
+    if wildcards.method in PAPER_DECL[wildcards.paper].training_free:
+        return []
+    return f"runs/{wildcards.scale}/{wildcards.paper}/{wildcards.method}/{wildcards.seeds}/metrics.json"
 
 
 wildcard_constraints:

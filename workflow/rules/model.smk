@@ -1,5 +1,6 @@
 # Stages 3-4: train (checkpoints and resumes) and evaluate, one job per paper x method x seed
-# block. GPUs, memory and runtime come from the job config (scale/full.yaml sets GPUs).
+# block. GPUs, memory and runtime come from the job config (scale/full.yaml sets GPUs). A method the
+# paper declares training_free has no train job: its evaluate reads only the prepared data.
 
 
 rule train:
@@ -28,7 +29,7 @@ rule train:
 rule evaluate:
     input:
         prepared,
-        rules.train.output,
+        train_output,
     output:
         "runs/{scale}/{paper}/{method}/{seeds}/eval.json",
     log:

@@ -206,7 +206,8 @@ def check_override_types(slug: str, scale: str, overrides: Sequence[str], defaul
                               f"'{key}' is {_type_name(old)} (default {old!r})")
 
 
-PRESENTATION_KEYS = ("table", "claims", "reported", "resources", "deviations")
+# not what the numbers depend on: how they are shown, scheduled (resources, cluster) or estimated (estimate)
+PRESENTATION_KEYS = ("table", "claims", "reported", "resources", "deviations", "cluster", "estimate")
 # what every stage may read: who and where the job is, not how a method works
 JOB_KEYS = ("slug", "scale", "seeds", "seed_batch", "threads", "device", "launch", "resources", "conda_env")
 DATA_STAGES = ("acquire", "prepare")
@@ -272,9 +273,46 @@ def config_digest(cfg: Any) -> str:
     return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def retry_scaled(value: int, attempt: int) -> int:
-    """Memory and runtime of a retried job: doubled on each attempt (x1, x2, x4, ...)."""
-    return int(value) * 2 ** (int(attempt) - 1)
+def retry_scaled(value: int, attempt: int, limit: int | None = None) -> int:
+    """Memory and runtime of a retried job: doubled on each attempt (x1, x2, x4, ...), never above
+    `limit` when one is given (runtime: the partition's time limit, `cluster.max_runtime_min`; a job
+    asking for more than its partition allows is never scheduled)."""
+    scaled = int(value) * 2 ** (int(attempt) - 1)
+    return min(scaled, int(limit)) if limit else scaled
+
+
+def job_resource(paper, cfg: dict, stage: str, key: str, attempt: int = 1):
+    """One resource of one job, as the workflow asks Slurm for it: `resources.<stage>.<key>` of the
+    job config; GPUs only on the paper's `gpu_stages` (a CPU-only stage never asks for one); memory
+    and runtime doubled on each retry, runtime capped at the partition's limit; `partition`: the
+    cluster's GPU partition for a job with GPUs, else its CPU partition (None: the cluster's default)."""
+    cluster = cfg.get("cluster") or {}
+    if key == "partition":
+        gpus = job_resource(paper, cfg, stage, "gpus")
+        return cluster.get("gpu_partition") if gpus > 0 else cluster.get("cpu_partition")
+    if key == "gpus" and stage not in paper.gpu_stages:
+        return 0
+    value = cfg["resources"][stage][key]
+    if key == "mem_mb":
+        return retry_scaled(value, attempt)
+    if key == "runtime":
+        return retry_scaled(value, attempt, cluster.get("max_runtime_min"))
+    return value
+
+
+def workflow_jobs(paper, cfg: dict, methods: Sequence[str] | None = None) -> list[dict]:
+    """Every job the workflow runs for one paper, in DAG order: {stage, dataset} for acquire and
+    prepare, {stage, method, seeds} for train and evaluate (one per seed block; no train job for a
+    method the paper declares `training_free`), then its tabulate. The rules and the preflight
+    (core.preflight) both enumerate jobs here."""
+    jobs = [{"stage": stage, "dataset": d} for d in paper.datasets for stage in ("acquire", "prepare")]
+    for method in methods or paper.methods:
+        for block in seed_blocks(cfg["seeds"], cfg.get("seed_batch", 1)):
+            if method not in paper.training_free:
+                jobs.append({"stage": "train", "method": method, "seeds": block})
+            jobs.append({"stage": "evaluate", "method": method, "seeds": block})
+    jobs.append({"stage": "tabulate"})
+    return jobs
 
 
 def seed_blocks(seeds: Sequence[int], batch: int) -> list[str]:

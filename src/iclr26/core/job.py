@@ -231,7 +231,7 @@ def verify_inputs(job: Job) -> None:
     elif job.stage in ("train", "evaluate"):
         for dataset in job.paper.datasets:
             verify_manifest(data_dir(scale, slug, "prepared", dataset) / "manifest.json", f"prepare {slug}/{dataset}")
-    if job.stage == "evaluate":
+    if job.stage == "evaluate" and job.method not in job.paper.training_free:  # no train job for those
         verify_manifest(job.out_dir / "metrics.json", f"train {slug}/{job.method}/{job.out_dir.name}", "run_files")
 
 
@@ -271,6 +271,7 @@ def run_paper(slug: str, scale: str, overrides=(), seeds=None, methods=None) -> 
     for method in methods or paper.methods:
         for block in seed_blocks(cfg["seeds"], cfg.get("seed_batch", 1)):
             folder = run_dir(scale, slug, method, block)
-            once("train", folder / "metrics.json", method=method, seed_block=block)
+            if method not in paper.training_free:
+                once("train", folder / "metrics.json", method=method, seed_block=block)
             evals.append(once("evaluate", folder / "eval.json", method=method, seed_block=block))
     return evals

@@ -34,6 +34,14 @@ class Paper:
     gpu_stages: tuple[str, ...] = field(default=("train", "evaluate"))
     data_reads: tuple[str, ...] = ()  # config sections acquire/prepare read besides `data` and the job keys
     data_parallel: bool = False       # train() uses core.distributed: may run as several processes
+    # methods whose train() does nothing (training-free baselines): the workflow queues no train job
+    # for them and their evaluate reads no train output
+    training_free: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        unknown = [m for m in self.training_free if m not in self.methods]
+        if unknown:
+            raise ValueError(f"paper {self.slug}: training_free names unknown method(s) {unknown}")
 
     def module(self) -> ModuleType:
         return importlib.import_module(self.stage_module)
