@@ -1,6 +1,7 @@
 """diffusion_convergence: closed forms, exact law propagation, the sweep design and the records
 built from the laws (the stages themselves are covered by tests/test_contract.py)."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -145,14 +146,87 @@ def test_power_fit_and_eps_exponent():
     assert analysis.eps_exponent(noisy)["eps_exponent"] == pytest.approx(2.0, abs=0.3)  # KL ∝ 1/N: N* ∝ 1/eps^2
 
 
-def test_girsanov_term_is_seeded_and_decays():
+def test_path_kl_records_of_both_analyses():
     target = Mixture.from_spec(ATOMS_1D)
     cfg = {"T": 4.0, "delta": 0.01, "kappas": [0.4, 0.2], "samples": 300, "nodes": 2}
-    first = analysis.girsanov_records(target, cfg, [0, 1])
-    assert first == analysis.girsanov_records(target, cfg, [0, 1])
-    values = {(r["seed"], r["kappa"]): r["girsanov"] for r in first if r["sweep"] == "girsanov"}
+    first = analysis.path_kl_records(target, cfg, "ei_sde", [0, 1], c=0.5)
+    assert first == analysis.path_kl_records(target, cfg, "ei_sde", [0, 1], c=0.5)  # seeded
+    values = {(r["seed"], r["kappa"]): r["path_kl"] for r in first if r["sweep"] == "path_kl"}
     assert values[(0, 0.4)] != values[(1, 0.4)]
     assert values[(0, 0.2)] < values[(0, 0.4)]
+    (pooled,) = [r for r in first if r["sweep"] == "path_kl_fit"]
+    assert pooled["n_seeds"] == 2 and pooled["n_points"] == 4
+    assert pooled["eps_exponent"] == pytest.approx(-2.0 / pooled["slope"])
+
+    axes = [transport.Grid(-7.0, 7.0, n).axis for n in (1024, 512)]
+    noised = analysis.path_kl_records(target, cfg, "ei_ode_noise", [5, 6], c=0.5, axes=axes)
+    points = [r for r in noised if r["sweep"] == "path_kl"]
+    assert all(r["path_kl_lo"] <= r["path_kl"] <= r["path_kl_hi"] for r in points)
+    assert [r["seed"] for r in points] == [5, 5] and points[1]["path_kl"] < points[0]["path_kl"]  # deterministic
+    (fit,) = [r for r in noised if r["sweep"] == "path_kl_fit"]
+    assert fit["slope"] == pytest.approx(np.log(points[1]["path_kl"] / points[0]["path_kl"])
+                                         / np.log(points[1]["N"] / points[0]["N"]))
+    with pytest.raises(ValueError, match="quadrature points"):
+        analysis.path_kl_records(target, cfg, "ei_ode_noise", [0], c=0.5)
+    with pytest.raises(ValueError, match="no path-KL bound"):
+        analysis.path_kl_records(target, cfg, "ei_ode", [0], c=0.5)
+
+
+# ----------------------------------------------------------------------------- the exact flow and the chain-rule bound
+def test_flow_map_is_the_exact_probability_flow():
+    """Closed form for one atom (p_t = N(0, sigma_t^2): Phi(y) = y sigma_to / sigma_from), and a fine RK4
+    integration of the probability-flow ODE dx/dt = -x - s(t, x) for the two-atom mixture."""
+    atom = Mixture.from_spec({"atoms": [0.0], "weights": [1.0]})
+    y = np.linspace(-5, 5, 11) * np.sqrt(sigma2(0.3))
+    np.testing.assert_allclose(atom.flow_map(0.3, 0.1, y), y * np.sqrt(sigma2(0.1) / sigma2(0.3)), atol=1e-12)
+
+    target = Mixture.from_spec(ATOMS_1D)
+    y = np.linspace(-2.5, 2.5, 11)
+    x, t, n = y[:, None].copy(), 0.5, 400
+    h = (0.05 - 0.5) / n
+    f = lambda t, x: -x - target.score(t, x)  # noqa: E731
+    for _ in range(n):
+        k1 = f(t, x)
+        k2 = f(t + h / 2, x + h / 2 * k1)
+        k3 = f(t + h / 2, x + h / 2 * k2)
+        k4 = f(t + h, x + h * k3)
+        x, t = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4), t + h
+    np.testing.assert_allclose(target.flow_map(0.5, 0.05, y), x[:, 0], atol=1e-7)
+    far = target.flow_map(0.0011, 0.001, np.array([-30.0, 30.0]))  # both tails resolved
+    assert np.isfinite(far).all() and far[0] < -28 and far[1] > 28
+
+
+def test_noised_ode_path_kl_matches_the_gaussian_closed_form():
+    """One atom at 0: Phi(y) = y sigma_{t'}/sigma_{t_k}, F(y) = (e^{h+eta} - (e^{h+eta} - 1)/sigma_{t_k}^2) y, so
+    each step adds e^{-2 eta} (sigma_{t'}/sigma_{t_k} - A)^2 sigma_{t_k}^2 / (2 (1 - e^{-2 eta}))."""
+    target = Mixture.from_spec({"atoms": [0.0], "weights": [1.0]})
+    times, c = samplers.time_grid(4.0, 0.01, 0.3), 0.5
+    expected = 0.0
+    for t_k, t_next in zip(times[:-1], times[1:]):
+        h = t_k - t_next
+        eta, s2 = c * h, sigma2(t_k)
+        slope = np.exp(h + eta) - np.expm1(h + eta) / s2
+        gain = np.exp(-2 * eta) / (2 * -np.expm1(-2 * eta))
+        expected += gain * (np.sqrt(sigma2(t_next - eta) / s2) - slope) ** 2 * s2
+    assert expected > 1e-4
+    axis = transport.Grid(-7.0, 7.0, 1024).axis
+    assert analysis.noised_ode_path_kl(target, times, c, axis) == pytest.approx(expected, rel=1e-9)
+    assert analysis.noised_ode_path_kl(target, times, 0.0, axis) == float("inf")  # no noise, no KL bound
+
+
+def test_noised_ode_path_kl_bounds_the_marginal_kl_and_converges_in_nodes():
+    """KL of the path laws >= KL of the marginals at t = delta (data processing): the chain-rule bound must
+    exceed the exactly propagated KL(p_delta || q_N) of the same scheme; and the quadrature is converged."""
+    target = Mixture.from_spec(ATOMS_1D)
+    grid = transport.Grid(-7.0, 7.0, 2048)
+    for kappa in (0.4, 0.2):
+        times = samplers.time_grid(4.0, 0.01, kappa)
+        log_q, _ = transport.propagate(target, samplers.steps("ei_ode_noise", times, 0.5), times, grid)
+        marginal = transport.kl(target.log_p(times[-1], grid.points()), log_q, grid)
+        bound = analysis.noised_ode_path_kl(target, times, 0.5, transport.Grid(-7.0, 7.0, 1024).axis)
+        assert bound > marginal > 1e-3
+        finer = analysis.noised_ode_path_kl(target, times, 0.5, transport.Grid(-7.0, 7.0, 2048).axis)
+        assert finer == pytest.approx(bound, rel=1e-3)
 
 
 def test_girsanov_path_term_bounds_the_marginal_kl():
@@ -236,3 +310,39 @@ def test_d_sweep_adds_closed_form_gaussian_coordinates():
     (fit,) = [r for r in records if r["sweep"] == "d_fit"]
     slope = np.polyfit(np.log([1, 4, 16]), np.log([by_d[d]["kl_fwd"] for d in (1, 4, 16)]), 1)[0]
     assert fit["d_exponent"] == pytest.approx(slope) and 0 < slope < 1
+
+
+# ----------------------------------------------------------------------------- per-scale text
+def _sweep_spec(cfg: dict, sweep: str) -> dict | None:
+    if sweep == "path_kl":
+        return cfg["eval"]["path_kl"]
+    return cfg["train"]["sweeps"].get(sweep)
+
+
+def _values(spec: dict, key: str) -> list:
+    return list(spec[f"{key}s"]) if f"{key}s" in spec else [spec[key]]
+
+
+@pytest.mark.parametrize("scale", ["smoke", "tiny", "full"])
+def test_table_columns_and_claims_name_points_that_the_scale_runs(scale):
+    """Every column and claim selects a point its scale runs, and every N, δ, d or c that a column label
+    quotes is that point's (N from the schedule): the table's text is true at every scale."""
+    cfg = compose_job_config(SLUG, scale)
+    selections = [({**sec.get("where", {}), **col.get("where", {})}, col["label"])
+                  for sec in cfg["table"]["sections"] for col in sec["columns"]]
+    selections += [(claim["where"], "") for claim in cfg["claims"]]
+    for where, label in selections:
+        spec = _sweep_spec(cfg, where["sweep"])
+        if spec is None:  # a fit record (rate_fit, d_fit, path_kl_fit, ...): one per scheme, nothing to name
+            assert where["sweep"].endswith("_fit"), where
+            continue
+        for key, plural in (("kappa", "kappa"), ("delta", "delta"), ("c", "c"), ("d", "dim")):
+            if key in where:
+                allowed = _values(spec, plural) if key != "c" or "cs" in spec else [cfg["train"]["c"]]
+                assert where[key] in allowed, (scale, where, label)
+        if found := re.search(r"N=(\d+)", label):
+            kappa, delta = where.get("kappa", spec.get("kappa")), where.get("delta", spec.get("delta"))
+            assert int(found.group(1)) == len(samplers.time_grid(spec["T"], delta, kappa)) - 1, (scale, label)
+        for key, pattern in (("delta", r"δ=([0-9.e-]+)"), ("d", r"^d=(\d+)"), ("c", r"^c=([0-9.]+)")):
+            if found := re.search(pattern, label):
+                assert float(found.group(1)) == float(where[key]), (scale, label)

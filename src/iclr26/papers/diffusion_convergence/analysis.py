@@ -1,5 +1,6 @@
 """The records: KL per sweep point with its grid-error bar, rates from them (power-law fits, the
-eps-exponent, the d sweep) and the Monte-Carlo Girsanov path term."""
+eps-exponent, the d sweep) and the path-KL upper bounds of the two analyses (the prior one's
+Girsanov term for EI-SDE, the chain-rule bound of the ODE + noising scheme)."""
 from __future__ import annotations
 
 import math
@@ -155,7 +156,14 @@ def d_sweep(rows: list[dict], name: str, dims: list[int], method: str, seed: int
     return records
 
 
-# ----------------------------------------------------------------------------- Girsanov term
+# ----------------------------------------------------------------------------- path-KL bounds
+# Each analysis bounds KL(p_delta || q_N) by the KL between the laws of two whole paths (data
+# processing: the marginal at t = delta is a function of the path), and the power of N at which its
+# bound falls is the power of 1/eps in its step count. With exact scores both path KLs are computed
+# here for the schemes they are about:
+#   EI-SDE (Benton et al.): the Girsanov term, Monte Carlo             -> bound ~ 1/N   -> N ~ 1/eps^2
+#   ODE step + noising step (the paper, our reading of its analysis):
+#       chain rule over the steps, each a Gaussian noising of an ODE step -> bound ~ 1/N^2 -> N ~ 1/eps
 def girsanov_term(target: Mixture, times: np.ndarray, samples: int, nodes: int,
                   rng: np.random.Generator) -> tuple[float, float]:
     """Monte-Carlo estimate (and standard error) of the discretisation term of the Girsanov bound
@@ -188,26 +196,87 @@ def girsanov_term(target: Mixture, times: np.ndarray, samples: int, nodes: int,
     return float(total), float(np.sqrt(variance))
 
 
-def girsanov_records(target: Mixture, gcfg: dict, seeds, log=None) -> list[dict]:
-    """One record per seed and step size, plus one slope per seed and a slope pooled over seeds."""
+def noised_ode_path_kl(target: Mixture, times: np.ndarray, c: float, axis: np.ndarray) -> float:
+    """KL between the path of the exact ODE + noising chain and the path of the sampler (1-D, exact scores).
+
+    One step of the paper's scheme (our reading, card §2.3) is an ODE step that overshoots to
+    t' = t_{k+1} - eta, eta = c h_k, then forward OU noising for eta:
+        sampler:  Y_{k+1} = e^{-eta} F(Y_k) + sqrt(1 - e^{-2 eta}) xi,   F the frozen-score EI step
+        exact:    X_{k+1} = e^{-eta} Phi(X_k) + sqrt(1 - e^{-2 eta}) xi,  Phi the exact flow t_k -> t'
+    The exact chain started from p_T has the marginals p_{t_k} (the flow carries p_{t_k} to p_{t'},
+    the noising p_{t'} to p_{t_{k+1}}), so it ends at p_delta, and both transition kernels are
+    Gaussian with the same variance. By the chain rule of KL (the card's gloss: Gaussian noising turns
+    the ODE step's Wasserstein-type error into KL),
+        KL(path exact || path sampler) = sum_k E_{x ~ p_{t_k}} e^{-2 eta} |Phi(x) - F(x)|^2 / (2 (1 - e^{-2 eta})),
+    an upper bound of KL(p_delta || q_N). Each expectation is a quadrature on the uniform points `axis`
+    (weights p_{t_k} normalised on them; points below e^-40 of the peak density are left out), which
+    resolves both the narrow p_t near delta and the sharp switch of the score between atoms (a
+    Gauss-Hermite rule per component does not); Phi is exact (Mixture.flow_map). Infinite at c = 0.
+    """
+    if target.dim != 1:
+        raise ValueError("noised_ode_path_kl: 1-D targets only (the exact flow is the monotone rearrangement)")
+    if c <= 0:
+        return float("inf")
+    axis = np.asarray(axis, float)
+    total = 0.0
+    for t_k, t_next in zip(times[:-1], times[1:]):
+        eta = c * (t_k - t_next)
+        step = samplers.step_coefficients("ei_ode_noise", t_k, t_next, c)  # mean a y + b s = e^{-eta} F(y)
+        log_p = target.log_p(t_k, axis[:, None])
+        keep = log_p > log_p.max() - 40.0
+        y, weight = axis[keep], np.exp(log_p[keep] - log_p.max())
+        mean = step.a * y + step.b * target.score(t_k, y[:, None])[:, 0]
+        exact = target.flow_map(t_k, t_next - eta, y, x0=mean * np.exp(eta))  # start Newton at F(y)
+        total += float(np.sum(weight * (np.exp(-eta) * exact - mean) ** 2) / weight.sum() / (2.0 * step.var))
+    return total
+
+
+def path_kl_records(target: Mixture, pcfg: dict, method: str, seeds, c: float, axes=(), log=None) -> list[dict]:
+    """The path-KL bound of `method` at every step size of `pcfg` (records of sweep 'path_kl'), and its
+    power-law fit in N with the eps-exponent of the step count it certifies (sweep 'path_kl_fit').
+
+    ei_sde: the Monte-Carlo Girsanov term, one record per seed and step size, one slope per seed, and a
+    fit pooled over seeds (its regression residuals then hold both the Monte-Carlo noise and any
+    departure from a power law). ei_ode_noise: deterministic (quadrature on the points `axes[0]`), one
+    record per step size tagged with the first seed; computed again on the coarser `axes[1]` when given,
+    the difference is its error bar (path_kl_lo/hi) and widens the slope interval, as for the KL."""
     records, points = [], []
-    for seed in seeds:
-        for i, kappa in enumerate(gcfg["kappas"]):
-            times = samplers.time_grid(gcfg["T"], gcfg["delta"], kappa)
-            rng = np.random.default_rng([int(seed), i])  # one independent stream per (seed, kappa)
-            value, se = girsanov_term(target, times, gcfg["samples"], gcfg["nodes"], rng)
-            n_steps = len(times) - 1
-            records.append({"seed": int(seed), "sweep": "girsanov", "kappa": kappa, "N": n_steps,
-                            "delta": gcfg["delta"], "T": gcfg["T"], "girsanov": value, "girsanov_se": se})
-            points.append((seed, n_steps, value))
+    if method == "ei_sde":
+        for seed in seeds:
+            mine = []
+            for i, kappa in enumerate(pcfg["kappas"]):
+                times = samplers.time_grid(pcfg["T"], pcfg["delta"], kappa)
+                rng = np.random.default_rng([int(seed), i])  # one independent stream per (seed, kappa)
+                value, se = girsanov_term(target, times, pcfg["samples"], pcfg["nodes"], rng)
+                records.append({"seed": int(seed), "sweep": "path_kl", "kappa": kappa, "N": len(times) - 1,
+                                "delta": pcfg["delta"], "T": pcfg["T"], "path_kl": value, "path_kl_se": se})
+                mine.append((len(times) - 1, value))
+                if log:
+                    log(f"girsanov seed={seed} N={len(times) - 1}: {value:.4g} ± {se:.2g}")
+            records.append({"seed": int(seed), "sweep": "path_kl_fit_seed",
+                            "slope": power_fit(*zip(*mine))["slope"]})
+            points += mine
+        pooled = power_fit([n for n, _ in points], [v for _, v in points])
+        records.append({"seed": int(seeds[0]), "sweep": "path_kl_fit", "delta": pcfg["delta"], "n_seeds": len(seeds),
+                        **pooled, **eps_exponent(pooled)})
+    elif method == "ei_ode_noise":
+        if not axes:
+            raise ValueError("the chain-rule path KL needs the quadrature points (axes)")
+        coarse = []
+        for kappa in pcfg["kappas"]:
+            times = samplers.time_grid(pcfg["T"], pcfg["delta"], kappa)
+            values = [noised_ode_path_kl(target, times, c, axis) for axis in axes]
+            fine, rough = values[0], values[-1]
+            records.append({"seed": int(seeds[0]), "sweep": "path_kl", "kappa": kappa, "N": len(times) - 1,
+                            "delta": pcfg["delta"], "T": pcfg["T"], "c": c, "grid_n": len(axes[0]),
+                            **_with_error("path_kl", fine, rough)})
+            points.append((len(times) - 1, fine))
+            coarse.append(rough)
             if log:
-                log(f"girsanov seed={seed} N={n_steps}: {value:.4g} ± {se:.2g}")
-        mine = [(n, v) for s, n, v in points if s == seed]
-        fit = power_fit([n for n, _ in mine], [v for _, v in mine])
-        records.append({"seed": int(seed), "sweep": "girsanov_fit_seed", "slope": fit["slope"]})
-    # pooled over seeds: the regression residuals then hold both the Monte-Carlo noise and any
-    # departure from a power law, so the interval is honest about both
-    pooled = power_fit([n for _, n, _ in points], [v for _, _, v in points])
-    records.append({"seed": int(seeds[0]), "sweep": "girsanov_fit", "n_seeds": len(seeds),
-                    "delta": gcfg["delta"], **pooled})
+                log(f"noised ODE path KL c={c} N={len(times) - 1}: {fine:.4g} (coarse grid {rough:.4g})")
+        fit = power_fit([n for n, _ in points], [v for _, v in points], coarse)
+        records.append({"seed": int(seeds[0]), "sweep": "path_kl_fit", "delta": pcfg["delta"], "c": c,
+                        **fit, **eps_exponent(fit)})
+    else:
+        raise ValueError(f"no path-KL bound for {method!r}: ei_sde (Girsanov) or ei_ode_noise (chain rule)")
     return records

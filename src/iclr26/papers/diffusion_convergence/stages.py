@@ -11,7 +11,8 @@ on a grid, KL to the exact p_delta.
     train     the law of Y_N for every sweep point of this scheme, on the
               fine grid and on a coarser one (grid-error bar)             -> laws/<key>.npz, points.json
     evaluate  KL both ways, power-law fits, d sweep (closed-form Gaussian
-              coordinates), Monte-Carlo Girsanov term (EI-SDE only)       -> records
+              coordinates), the path-KL bound of each analysis: Monte-Carlo
+              Girsanov term (EI-SDE), chain-rule bound (ODE + noising)    -> records
 Every quantity except the Girsanov term is deterministic: one record per job, tagged with the
 job's first seed; the Girsanov term is Monte Carlo: one record per seed.
 """
@@ -85,10 +86,13 @@ def evaluate(job) -> dict:
     points = read_json(job.out_dir / "points.json")
     rows = analysis.kl_rows(points, _law_kls(job, points))
     records = analysis.sweep_records(cfg["train"]["sweeps"], rows, method, seed)
-    girsanov = cfg["eval"].get("girsanov", {})
-    if girsanov.get("enabled", False) and method in girsanov["methods"]:
-        target = load_target(job.raw_dir(girsanov["dataset"]))
-        records += analysis.girsanov_records(target, girsanov, job.seeds, log=job.log)
+    bound = cfg["eval"].get("path_kl", {})
+    if bound.get("enabled", False) and method in bound["methods"]:
+        target = load_target(job.raw_dir(bound["dataset"]))
+        n, refine = int(bound["quadrature_n"]), int(cfg["train"]["refine"])  # the fine points and the coarse ones
+        axes = [sweeps.make_grid(cfg, bound["dataset"], m, 1).axis for m in ([n, n // refine] if refine > 1 else [n])]
+        records += analysis.path_kl_records(target, bound, method, job.seeds, float(cfg["train"]["c"]), axes,
+                                            log=job.log)
     return {"records": records}
 
 

@@ -95,6 +95,71 @@ class Mixture:
         r /= r.sum(axis=0)
         return np.stack([(r * gj).sum(axis=0) for gj in g], axis=1)
 
+    # -- 1-D only: both tails of the CDF, and the exact probability-flow map
+    def log_tails(self, t: float, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """log P(X_t <= x), log P(X_t > x) and log p_t(x) of a 1-D mixture at the points x (shape (n,)).
+        Each tail is accurate in its own tail (log_ndtr), so that far quantiles are still resolved."""
+        from scipy.special import log_ndtr
+
+        if self.dim != 1:
+            raise ValueError("log_tails is for 1-D mixtures")
+        m, v = self.components(t)
+        z = (np.asarray(x, float)[None, :] - m[:, 0, None]) / np.sqrt(v)[:, None]
+        log_w = np.log(self.weights)[:, None]
+
+        def log_sum(terms):  # log-sum-exp over the components (axis 0)
+            top = terms.max(axis=0)
+            return top + np.log(np.exp(terms - top).sum(axis=0))
+
+        log_density = log_w - 0.5 * np.log(2 * np.pi * v)[:, None] - 0.5 * z * z
+        return log_sum(log_w + log_ndtr(z)), log_sum(log_w + log_ndtr(-z)), log_sum(log_density)
+
+    def flow_map(self, t_from: float, t_to: float, y: np.ndarray, x0: np.ndarray | None = None,
+                 tol: float = 1e-14, max_iter: int = 200) -> np.ndarray:
+        """The exact probability-flow ODE map X_{t_from} = y  ->  X_{t_to} (1-D).
+
+        In 1-D the trajectories of the probability-flow ODE do not cross and carry p_{t_from} to
+        p_{t_to}, so the flow is the monotone rearrangement  Phi = CDF_{t_to}^{-1} o CDF_{t_from}.
+        Solved per point by Newton's method on the log of the smaller tail (lower tail where
+        CDF_{t_from}(y) <= 1/2, upper tail otherwise), safeguarded by bisection inside a bracket;
+        x0 is the starting guess (e.g. a sampler's step, which is close to Phi). A point is done when
+        its step is below tol (relative) or its tail matches to rounding (between far-apart atoms the
+        CDF is flat to machine precision: there Phi is as determined as the data allow, and p_t ~ 0)."""
+        y = np.asarray(y, float)
+        low_from, up_from, _ = self.log_tails(t_from, y)
+        lower = low_from <= up_from
+        goal = np.where(lower, low_from, up_from)
+        sign = np.where(lower, 1.0, -1.0)
+        rounding = 8 * np.finfo(float).eps * (1.0 + np.abs(goal))
+
+        def excess(x):  # increasing in x, zero at Phi(y); and log of its slope, p_{t_to} / tail
+            low, up, log_p = self.log_tails(t_to, x)
+            tail = np.where(lower, low, up)
+            return sign * (tail - goal), log_p - tail
+
+        x = (np.exp(t_from - t_to) * y if x0 is None else np.asarray(x0, float)).copy()
+        lo, hi, width = x - 1.0, x + 1.0, np.ones_like(x)
+        for _ in range(100):  # widen the bracket until it holds the root
+            bad_lo, bad_hi = excess(lo)[0] > 0, excess(hi)[0] < 0
+            if not (bad_lo.any() or bad_hi.any()):
+                break
+            width = np.where(bad_lo | bad_hi, 2.0 * width, width)
+            lo, hi = np.where(bad_lo, lo - width, lo), np.where(bad_hi, hi + width, hi)
+        else:
+            raise RuntimeError("flow_map: no bracket found")
+        for _ in range(max_iter):
+            g, log_slope = excess(x)
+            lo, hi = np.where(g < 0, x, lo), np.where(g > 0, x, hi)
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                newton = x - g / np.exp(log_slope)
+            inside = np.isfinite(newton) & (newton > lo) & (newton < hi)
+            new = np.where(inside, newton, 0.5 * (lo + hi))
+            done = (np.abs(new - x) <= tol * (1.0 + np.abs(x))) | (np.abs(g) <= rounding)
+            x = np.where(np.abs(g) <= rounding, x, new)
+            if done.all():
+                return x
+        raise RuntimeError(f"flow_map: Newton did not converge ({int((~done).sum())} points)")
+
     def sample(self, t: float, size: int, rng: np.random.Generator) -> np.ndarray:
         """Exact draws of X_t (used by the Monte-Carlo Girsanov term and by tests)."""
         idx = rng.choice(len(self.weights), size=size, p=self.weights)
