@@ -47,8 +47,9 @@ def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir)
                          f"the declaration lists {sorted(paper.figures)}")
 
     title = f"{paper.title} — {spec.get('title', 'headline table')}"
+    reported = "; the paper's numbers are at its own scale" if (cfg.get("reported") or {}).get("rows") else ""
     scale_note = {"smoke": "smoke scale (test-sized; numbers mean nothing)",
-                  "tiny": "tiny scale: our CPU miniature of the experiment; the paper's numbers are at full scale",
+                  "tiny": "tiny scale: our CPU miniature of the experiment" + reported,
                   "full": "full scale: the paper's setting"}[scale]
     ids = " · ".join(x for x in (f"arXiv {paper.arxiv}" if paper.arxiv else "",
                                  f"OpenReview {paper.openreview}" if paper.openreview else "",
