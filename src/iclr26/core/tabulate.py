@@ -45,6 +45,8 @@ def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir)
     if sorted(figures) != sorted(paper.figures):
         raise ValueError(f"paper {slug}: figures() wrote {sorted(figures)}, "
                          f"the declaration lists {sorted(paper.figures)}")
+    for stale in set(p.name for p in out.glob("*.png")) - set(figures):
+        (out / stale).unlink()  # a figure the paper no longer draws must not outlive it in results/
 
     title = f"{paper.title} — {spec.get('title', 'headline table')}"
     reported = "; the paper's numbers are at its own scale" if (cfg.get("reported") or {}).get("rows") else ""
