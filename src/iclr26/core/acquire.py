@@ -3,10 +3,18 @@ pretrained models by hub id or local directory.
 
 Tiny scale never calls this module (its data are drawn from seeded generators), but the tests
 exercise it offline: against a loopback HTTP server and a directory written by save_pretrained.
+
+Models at full scale: `snapshot_model` (the acquire stage, on a node with internet) downloads a hub
+model at a 40-hex commit into a shared cache with huggingface_hub.snapshot_download and checks its
+config.json against the config's `model.arch`; `local_snapshot` (GPU stages) finds the same snapshot
+with the hub offline and fails with one line naming what is missing.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -82,6 +90,110 @@ def _fetch(url: str, part: Path, timeout: float, progress) -> None:
                     progress(done, total)
         if total is not None and done < total:
             raise ConnectionError(f"connection closed at {done} of {total} bytes")
+
+
+COMMIT = re.compile(r"[0-9a-f]{40}")
+# model.arch key -> config.json key (the preflight's memory estimate reads model.arch)
+ARCH_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "vocab_size", "num_attention_heads",
+             "num_key_value_heads")
+
+
+def git_blob_sha1(path: str | os.PathLike) -> str:
+    """The git object id of a file's content (sha1 of "blob <size>\\0" + content): a content pin
+    that a repository's tree states for every file, whether or not anyone published its sha256."""
+    path = Path(path)
+    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_content(path: Path, what: str, sha256: str | None = None, git_blob: str | None = None) -> str:
+    """The file's sha256; DataError (one line) when it differs from a pinned sha256 or git blob id."""
+    digest = sha256_file(path)
+    if sha256 and digest != sha256:
+        raise DataError(f"{what}: {path.name} has sha256 {digest}, the config pins {sha256}")
+    if git_blob and (blob := git_blob_sha1(path)) != git_blob:
+        raise DataError(f"{what}: {path.name} has git blob id {blob}, the config pins {git_blob}")
+    return digest
+
+
+def hub_cache(spec: dict) -> str | None:
+    """The shared hub cache of a model spec (model.cache_dir), created if missing."""
+    cache = spec.get("cache_dir")
+    if cache:
+        Path(cache).mkdir(parents=True, exist_ok=True)
+        return str(cache)
+    return None
+
+
+def _require_commit(spec: dict) -> str:
+    revision = spec.get("revision")
+    if not (isinstance(revision, str) and COMMIT.fullmatch(revision)):
+        raise DataError(f"model {spec['source']}: revision must be a 40-hex commit, got {revision!r}")
+    return revision
+
+
+def snapshot_model(spec: dict, **hub_kwargs) -> dict:
+    """Download model.source at model.revision (a commit) into model.cache_dir; check config.json
+    against model.arch. Returns the provenance {source, revision, path, files, bytes}."""
+    from huggingface_hub import snapshot_download
+
+    revision = _require_commit(spec)
+    if spec.get("endpoint"):   # a hub mirror (model.endpoint), else the client's (HF_ENDPOINT)
+        hub_kwargs.setdefault("endpoint", spec["endpoint"])
+    try:
+        path = Path(snapshot_download(spec["source"], revision=revision, cache_dir=hub_cache(spec), **hub_kwargs))
+    except Exception as err:  # the hub client raises many types; one line naming the model
+        raise DataError(f"cannot download model {spec['source']} at {revision}: "
+                        f"{str(err).strip().splitlines()[0]}") from None
+    check_arch(spec, path)
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    return {"source": spec["source"], "revision": revision, "path": str(path), "files": len(files),
+            "bytes": sum(p.stat().st_size for p in files)}
+
+
+def local_snapshot(spec: dict) -> Path:
+    """The snapshot folder of model.source at model.revision in model.cache_dir, with the hub
+    offline (GPU nodes have no internet): DataError naming the missing file if it is not there."""
+    from huggingface_hub import snapshot_download
+
+    revision = _require_commit(spec)
+    where = spec.get("cache_dir") or "the default hub cache"
+    try:
+        path = Path(snapshot_download(spec["source"], revision=revision, cache_dir=hub_cache(spec),
+                                      local_files_only=True))
+    except Exception as err:  # no snapshot, or one whose cached file list names files it lacks
+        missing = re.search(r"missing \(([^)]*)\)", str(err))
+        what = f"{missing.group(1)} (of the snapshot) is" if missing else "the snapshot is"
+        raise DataError(f"model {spec['source']} at {revision}: {what} not in {where} "
+                        f"(run the acquire stage on a node with internet first)") from None
+    if not (path / "config.json").is_file():
+        raise DataError(f"model {spec['source']} at {revision}: config.json is not in {path}")
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
+        raise DataError(f"model {spec['source']} at {revision}: no weight file (*.safetensors) in {path}")
+    return path
+
+
+def model_path(spec: dict) -> str:
+    """Where a model spec's files are: model.source itself when it is a local directory, else its
+    pinned snapshot in the hub cache (offline)."""
+    return spec["source"] if Path(spec["source"]).exists() else str(local_snapshot(spec))
+
+
+def check_arch(spec: dict, path: Path) -> None:
+    """model.arch (what the preflight's memory estimate assumed) must match the model's config.json."""
+    arch = spec.get("arch") or {}
+    config_file = Path(path) / "config.json"
+    if not arch:
+        return
+    if not config_file.is_file():
+        raise DataError(f"model {spec['source']}: no config.json in {path}")
+    config = json.loads(config_file.read_text())
+    wrong = [f"{k} {arch[k]} != {config.get(k)}" for k in ARCH_KEYS if k in arch and arch[k] != config.get(k)]
+    if wrong:
+        raise DataError(f"model {spec['source']}: model.arch differs from its config.json ({'; '.join(wrong)})")
 
 
 def from_pretrained(cls, model_id: str, revision: str | None = None, **kwargs):

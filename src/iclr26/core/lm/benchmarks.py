@@ -6,10 +6,11 @@ A split's spec (data.<dataset>.splits.<split> in a paper config):
     hub_id: <dataset repo id or a local directory>   revision: <commit>   file: <path in the repo>
   or
     url: <https URL>   sha256: <hex digest>          # core.acquire.download checks it
+    git_blob: <40-hex git object id>                 # a content pin where no sha256 is published
     fields: {problem: <column>, answer: <column>}    # default problem / answer
     limit: <rows>   sample_seed: <int>               # optional seeded subset
 The sha256 of the file actually read is returned for the provenance, and checked when the spec
-pins one.
+pins one (and its git blob id when the spec pins that).
 """
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..acquire import download
+from ..acquire import check_content, download
 from ..errors import DataError
-from ..io import sha256_file, write_jsonl
+from ..io import write_jsonl
 
 
 def fetch_splits(splits: dict, out_dir) -> dict:
@@ -29,9 +30,7 @@ def fetch_splits(splits: dict, out_dir) -> dict:
     info = {}
     for split, spec in splits.items():
         path = locate(spec, out_dir / "files" / split)
-        digest = sha256_file(path)
-        if spec.get("sha256") and digest != spec["sha256"]:
-            raise DataError(f"{split}: {path.name} has sha256 {digest}, the config pins {spec['sha256']}")
+        digest = check_content(path, split, spec.get("sha256"), spec.get("git_blob"))
         rows = select(read_rows(path, spec.get("fields") or {}), spec.get("limit"), spec.get("sample_seed", 0))
         write_jsonl(out_dir / f"{split}.jsonl", rows)
         info[split] = {"source": spec.get("hub_id") or spec.get("url"), "revision": spec.get("revision"),

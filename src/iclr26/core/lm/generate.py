@@ -6,10 +6,21 @@ temperature 1, before any ban or temperature, as vLLM reports log-probs):
     entropy   H = -sum_v p(v) log p(v)       (the token entropy)
     maxprob   max_v p(v)                     (a confidence of the distribution)
 A prompt may end inside the thinking span: that is prefilling (the model continues from there).
+
+Resumable at full scale: inside `resume_in(folder)` (core.lm.stages.load_model turns it on when the
+model is pretrained), every generation batch is a checkpoint: its rows and the sampler's state after
+it are saved atomically as <folder>/<call key>/chunk_<first row>.pt, and a job killed at its runtime
+limit starts, on retry, at the first batch not saved, with the same random stream, so the result
+equals an uninterrupted run's. The call key hashes the prompts, the sampling settings, the seed and
+the model's path and a checksum of its weights.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -35,19 +46,85 @@ class Generation:
 @torch.no_grad()
 def generate(model, prompts: list[list[int]], pad_id: int, eos_id: int, max_new_tokens: int,
              temperature: float = 0.0, seed: int = 0, banned: list[int] | None = None,
-             before_token=None, batch_size: int = 512, top_p: float = 1.0) -> Generation:
+             before_token=None, batch_size: int = 512, top_p: float = 1.0, resume_key=None) -> Generation:
     """Continue each prompt until eos or max_new_tokens. temperature 0 is greedy; otherwise nucleus
     sampling at `top_p` (the smallest token set whose mass reaches it).
     `banned` token ids get logit -inf when sampling (keyword suppression).
     `before_token(rows, last_tokens, gen)` is called before every decoding pass with the row
-    indices of the chunk, their last token and the Generation so far (used to set steering)."""
+    indices of the chunk, their last token and the Generation so far (used to set steering).
+    `resume_key`: what else decides the output (e.g. the steering that before_token applies); part
+    of the key of the saved batches (see the module docstring)."""
     out = Generation()
     gen = torch.Generator(device=model.device).manual_seed(int(seed))
+    store = _ChunkStore.open(model, prompts, (max_new_tokens, temperature, top_p, seed, banned, batch_size,
+                                               before_token is not None, resume_key))
     for start in range(0, len(prompts), batch_size):
         rows = list(range(start, min(len(prompts), start + batch_size)))
+        if store is not None and store.load(start, out, gen):
+            continue
         _generate_chunk(model, [prompts[i] for i in rows], rows, pad_id, eos_id, max_new_tokens,
                         (temperature, top_p), gen, banned, before_token, out)
+        if store is not None:
+            store.save(start, rows, out, gen)
     return out
+
+
+_RESUME_DIR: Path | None = None
+FIELDS = ("tokens", "logprob", "entropy", "maxprob")
+
+
+def resume_in(directory) -> None:
+    """Save every later generation batch under `directory` and reuse saved ones (None: off)."""
+    global _RESUME_DIR
+    _RESUME_DIR = Path(directory) if directory is not None else None
+
+
+def _plain(value):
+    """JSON for a key: arrays and tensors as lists, anything else as its text."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)
+
+
+class _ChunkStore:
+    """The saved batches of one generate() call (see the module docstring)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    @classmethod
+    def open(cls, model, prompts, settings) -> _ChunkStore | None:
+        if _RESUME_DIR is None:
+            return None
+        name = str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__)
+        with torch.no_grad():   # one number of the weights: another fine-tune of the same base differs
+            weights = float(torch.stack([p.detach().float().sum() for p in model.parameters()]).double().sum())
+        key = hashlib.sha256(json.dumps([name, f"{weights:.6e}", prompts,
+                                         [s if not isinstance(s, set) else sorted(s) for s in settings]],
+                                        default=_plain).encode()).hexdigest()
+        return cls(_RESUME_DIR / key[:24])
+
+    def _path(self, start: int) -> Path:
+        return self.folder / f"chunk_{start:07d}.pt"
+
+    def load(self, start: int, out: Generation, gen: torch.Generator) -> bool:
+        path = self._path(start)
+        if not path.exists():
+            return False
+        saved = torch.load(path, weights_only=False)
+        for name in FIELDS:
+            getattr(out, name).extend(saved[name])
+        gen.set_state(saved["rng"])
+        return True
+
+    def save(self, start: int, rows: list[int], out: Generation, gen: torch.Generator) -> None:
+        from ..distributed import is_main_process
+
+        if not is_main_process():
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self._path(start)
+        part = path.with_name(path.name + ".part")
+        torch.save({**{name: [getattr(out, name)[r] for r in rows] for name in FIELDS}, "rng": gen.get_state()}, part)
+        os.replace(part, path)
 
 
 def _generate_chunk(model, prompts, rows, pad_id, eos_id, max_new, sampling, gen, banned, before_token, out):

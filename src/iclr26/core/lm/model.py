@@ -3,7 +3,10 @@ loaded with from_pretrained at full scale; plus a plain next-token training loop
 
 Config block (`model:` in a paper config):
     source: null | <hub id> | <save_pretrained directory>
-    revision: <commit or branch>          # hub ids only
+    revision: <40-hex commit>             # hub ids only: snapshot_download'ed by acquire, read offline
+    cache_dir: <shared hub cache>         # hub ids only
+    endpoint: <hub mirror URL>            # optional (default: the hub client's, HF_ENDPOINT)
+    arch: {hidden_size: ..., ...}         # hub ids: checked against config.json at acquire
     config: {hidden_size: 64, ...}        # Qwen2Config fields when source is null
 """
 from __future__ import annotations
@@ -26,10 +29,10 @@ def build_model(spec: dict, tokenizer, seed: int = 0, device: str | None = None)
     from transformers import AutoModelForCausalLM, Qwen2Config
 
     if spec.get("source"):
-        from ..acquire import from_pretrained
+        from ..acquire import from_pretrained, model_path
 
         dtype = getattr(torch, spec.get("dtype", "float32"))
-        model = from_pretrained(AutoModelForCausalLM, spec["source"], spec.get("revision"), dtype=dtype)
+        model = from_pretrained(AutoModelForCausalLM, model_path(spec), dtype=dtype)
         return model.to(device) if device else model
     fields = dict(spec.get("config", {}))
     fields.setdefault("num_key_value_heads", fields.get("num_attention_heads", 4))

@@ -3,19 +3,25 @@ stand-in for the pretrained reasoning model (prepare), and the model a later sta
 
 acquire            tiny (`source: chains`): seeded chain-arithmetic problems with their teacher
                    traces, `n_<split>` rows per split; full (`source: hub`): the hub or URL files of
-                   the config's `splits`. Both write the same `<split>.jsonl` rows.
+                   the config's `splits` (checksummed), and model.source at its pinned commit into
+                   the shared hub cache (core.acquire.snapshot_model: acquire runs on a CPU node
+                   with internet). Both write the same `<split>.jsonl` rows.
 train_base_models  tiny: the task's tokenizer and, per seed, a Qwen2 trained from scratch on the
                    teacher traces (one unit of work per seed, so a killed prepare resumes).
-load_model         a fine-tuned save (save_finetuned), else model.source (full scale), else the
-                   seed's base model; with the config's text format.
+load_model         a fine-tuned save (save_finetuned: weights, or LoRA adapters put back on
+                   model.source), else model.source (full scale: its snapshot, offline), else the
+                   seed's base model; with the config's text format. With a pretrained model every
+                   later generation batch of the job is a checkpoint (core.lm.generate.resume_in).
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from ..distributed import world_size
 from ..errors import ConfigError
 from ..io import read_jsonl
 from ..runtime import pick_device
@@ -34,9 +40,14 @@ def acquire(job, splits: tuple[str, ...]) -> dict:
     splits are generated in the order given (each split's seed follows from its position)."""
     spec = job.cfg["data"][job.dataset]
     if spec["source"] == "hub":
+        from ..acquire import snapshot_model
         from .benchmarks import fetch_splits
 
-        return fetch_splits(spec["splits"], job.out_dir)
+        info = fetch_splits(spec["splits"], job.out_dir)
+        model = job.cfg.get("model") or {}
+        if model.get("source") and not Path(model["source"]).exists():  # a hub id: the weights, pinned
+            info["model"] = snapshot_model(model)
+        return info
     if spec["source"] != "chains":
         raise ConfigError(f"data.{job.dataset}.source must be chains or hub, got {spec['source']!r}")
     return traces.write_splits(spec, job.out_dir, {split: spec[f"n_{split}"] for split in splits})
@@ -69,16 +80,31 @@ def load_model(job, seed: int, base_dir: Path | None = None, finetuned: Path | N
     """(model in eval mode on the configured device, format). `finetuned`: a folder written by
     save_finetuned; else model.source when the config names one (full scale); else the seed's base
     model in `base_dir`, a folder written by train_base_models (tiny)."""
+    from . import generate
     from .model import build_model, quiet_transformers
 
     quiet_transformers()
     device = pick_device(job.cfg.get("device"))
+    if device == "cuda" and world_size() > 1:   # each process of a sharded train job on its own GPU
+        device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}"
     spec = job.cfg["model"]
-    if finetuned is not None:
+    # a pretrained model (full scale): every generation batch is a checkpoint of this job (under its
+    # config digest: a changed config starts afresh, as job.units does)
+    resumable = spec.get("source") and spec.get("resume_generation", True)
+    digest = str(getattr(job, "config_digest", "") or "any")[:16]
+    generate.resume_in(job.out_dir / "generation" / digest if resumable else None)
+    if finetuned is not None and (Path(finetuned) / "adapter_config.json").exists():  # LoRA: base + adapters
+        from .train import load_adapters
+
+        tokenizer = load_tokenizer(Path(finetuned) / "tokenizer")
+        model = load_adapters(build_model(spec, tokenizer, device=device), Path(finetuned))
+    elif finetuned is not None:
         tokenizer = load_tokenizer(Path(finetuned) / "tokenizer")
         model = build_model({**spec, "source": str(finetuned)}, tokenizer, device=device)
     elif spec.get("source"):
-        tokenizer = load_tokenizer(spec["source"], spec.get("revision"))
+        from ..acquire import model_path
+
+        tokenizer = load_tokenizer(model_path(spec))   # offline: the snapshot acquire downloaded
         model = build_model(spec, tokenizer, device=device)
     elif base_dir is None:
         raise ValueError("model.source is null: load_model needs the base_dir of the seed's base model")
@@ -89,7 +115,12 @@ def load_model(job, seed: int, base_dir: Path | None = None, finetuned: Path | N
 
 
 def save_finetuned(model, tokenizer, directory: Path) -> None:
-    """The model with its tokenizer, as load_model(finetuned=directory) reads them back."""
-    model.save_pretrained(directory)
-    # its own folder: beside a model's config.json, AutoTokenizer would rebuild it as that model's class
-    tokenizer.save_pretrained(Path(directory) / "tokenizer")
+    """The model (or its LoRA adapters) with its tokenizer, as load_model(finetuned=directory) reads
+    them back. Every process of a data-parallel job calls it; the main process writes."""
+    from ..distributed import is_main_process
+    from .train import save_trained
+
+    save_trained(model, Path(directory), is_main_process())
+    if is_main_process():
+        # its own folder: beside a model's config.json, AutoTokenizer would rebuild it as that model's class
+        tokenizer.save_pretrained(Path(directory) / "tokenizer")
