@@ -93,7 +93,8 @@ GB = 1e9
 HEX40, HEX64 = re.compile(r"[0-9a-f]{40}"), re.compile(r"[0-9a-f]{64}")
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 GPU_MARK = ("iclr26.core.runtime", "pick_device")  # the one place a job picks its device
-CHECKPOINT_CALLS = ("units", "checkpointer")        # job.units / job.checkpointer: the job resumes
+# job.units / job.checkpointer / core.lm.generate.resume_in (every generation batch saved): the job resumes
+CHECKPOINT_CALLS = ("units", "checkpointer", "resume_in")
 # import name -> distribution name, where they differ
 DISTRIBUTIONS = {"yaml": "PyYAML", "sklearn": "scikit-learn", "PIL": "pillow", "math_verify": "math-verify",
                  "hydra": "hydra-core", "minatar": "MinAtar"}
@@ -307,10 +308,13 @@ def external_sources(cfg: dict) -> list[dict]:
                               "problem": None if HEX40.fullmatch(rev) else f"hub dataset {node['hub_id']} has "
                               f"revision {node.get('revision')!r}, not a 40-hex commit"})
             elif node.get("url"):
-                sha = str(node.get("sha256") or "")
+                # a file's content pin: its sha256, or (a file of a git repository at a pinned commit, whose
+                # bytes the stored snapshot lacked) its git blob id, which core.acquire checks just the same
+                sha, blob = str(node.get("sha256") or ""), str(node.get("git_blob") or "")
+                pinned = HEX64.fullmatch(sha) or HEX40.fullmatch(blob)
                 found.append({"kind": "url", "id": node["url"], "where": where, "bytes": _size(node),
                               "estimated": False,
-                              "problem": None if HEX64.fullmatch(sha) else
+                              "problem": None if pinned else
                               f"{node['url']} has sha256 {node.get('sha256')!r}, not a 64-hex digest"})
             for key, value in node.items():
                 walk(value, f"{where}.{key}" if where else str(key))
