@@ -148,28 +148,61 @@ def test_power_fit_and_eps_exponent():
 
 def test_path_kl_records_of_both_analyses():
     target = Mixture.from_spec(ATOMS_1D)
-    cfg = {"T": 4.0, "delta": 0.01, "kappas": [0.4, 0.2], "samples": 300, "nodes": 2}
-    first = analysis.path_kl_records(target, cfg, "ei_sde", [0, 1], c=0.5)
-    assert first == analysis.path_kl_records(target, cfg, "ei_sde", [0, 1], c=0.5)  # seeded
+    cfg = {"T": 4.0, "delta": 0.01, "kappas": [0.2, 0.15, 0.1], "samples": 300, "nodes": 2}
+    first = analysis.path_kl_records(target, cfg, "ei_sde", "girsanov", [0, 1], c=0.5)
+    assert first == analysis.path_kl_records(target, cfg, "ei_sde", "girsanov", [0, 1], c=0.5)  # seeded
     values = {(r["seed"], r["kappa"]): r["path_kl"] for r in first if r["sweep"] == "path_kl"}
-    assert values[(0, 0.4)] != values[(1, 0.4)]
-    assert values[(0, 0.2)] < values[(0, 0.4)]
-    (pooled,) = [r for r in first if r["sweep"] == "path_kl_fit"]
-    assert pooled["n_seeds"] == 2 and pooled["n_points"] == 4
-    assert pooled["eps_exponent"] == pytest.approx(-2.0 / pooled["slope"])
+    assert values[(0, 0.2)] != values[(1, 0.2)]
+    assert values[(0, 0.1)] < values[(0, 0.2)]
+    assert {r["bound"] for r in first} == {"girsanov"}
+    # the fit is of the seed means: one point per step size, not seeds x step sizes
+    (fit,) = [r for r in first if r["sweep"] == "path_kl_fit"]
+    assert fit["n_seeds"] == 2 and fit["n_points"] == 3
+    n_steps = sorted({r["N"] for r in first if r["sweep"] == "path_kl"})
+    means = [np.mean([v for (_, k), v in values.items() if k == kappa]) for kappa in (0.2, 0.15, 0.1)]
+    assert fit["slope"] == pytest.approx(np.polyfit(np.log(n_steps), np.log(means), 1)[0])
+    assert fit["eps_exponent"] == pytest.approx(-2.0 / fit["slope"])
+    seed_slopes = [r["slope"] for r in first if r["sweep"] == "path_kl_fit_seed"]
+    assert fit["slope_seed_sd"] == pytest.approx(np.std(seed_slopes, ddof=1))
 
     axes = [transport.Grid(-7.0, 7.0, n).axis for n in (1024, 512)]
-    noised = analysis.path_kl_records(target, cfg, "ei_ode_noise", [5, 6], c=0.5, axes=axes)
-    points = [r for r in noised if r["sweep"] == "path_kl"]
-    assert all(r["path_kl_lo"] <= r["path_kl"] <= r["path_kl_hi"] for r in points)
-    assert [r["seed"] for r in points] == [5, 5] and points[1]["path_kl"] < points[0]["path_kl"]  # deterministic
-    (fit,) = [r for r in noised if r["sweep"] == "path_kl_fit"]
-    assert fit["slope"] == pytest.approx(np.log(points[1]["path_kl"] / points[0]["path_kl"])
-                                         / np.log(points[1]["N"] / points[0]["N"]))
+    for method in ("ei_ode_noise", "ei_sde"):  # the chain rule applies to both: EI-SDE reads as ODE step + noising
+        noised = analysis.path_kl_records(target, cfg, method, "chain_rule", [5, 6], c=0.5, axes=axes)
+        points = [r for r in noised if r["sweep"] == "path_kl"]
+        assert all(r["status"] == "ok" and r["path_kl_lo"] <= r["path_kl"] <= r["path_kl_hi"] for r in points)
+        assert [r["seed"] for r in points] == [5, 5, 5] and points[2]["path_kl"] < points[0]["path_kl"]
+        (fit,) = [r for r in noised if r["sweep"] == "path_kl_fit"]
+        assert fit["slope"] == pytest.approx(np.polyfit(np.log([p["N"] for p in points]),
+                                                        np.log([p["path_kl"] for p in points]), 1)[0])
+    # kappa = 0.4: EI-SDE's noise variance e^{0.8} - 1 > 1 has no ODE + noising reading: recorded, left out
+    wide = analysis.path_kl_records(target, {**cfg, "kappas": [0.4, 0.2, 0.1]}, "ei_sde", "chain_rule", [0],
+                                    c=0.5, axes=axes)
+    assert [r["status"] for r in wide if r["sweep"] == "path_kl"] == ["undefined", "ok", "ok"]
+    (fit,) = [r for r in wide if r["sweep"] == "path_kl_fit"]
+    assert fit["n_points"] == 2 and fit["skipped_points"] == 1
     with pytest.raises(ValueError, match="quadrature points"):
-        analysis.path_kl_records(target, cfg, "ei_ode_noise", [0], c=0.5)
-    with pytest.raises(ValueError, match="no path-KL bound"):
-        analysis.path_kl_records(target, cfg, "ei_ode", [0], c=0.5)
+        analysis.path_kl_records(target, cfg, "ei_ode_noise", "chain_rule", [0], c=0.5)
+    for method, bound in (("ei_ode", "chain_rule"), ("ei_ode_noise", "girsanov"), ("ei_sde", "other")):
+        with pytest.raises(ValueError, match="no path-KL bound"):
+            analysis.path_kl_records(target, cfg, method, bound, [0], c=0.5, axes=axes)
+
+
+def test_ei_sde_step_reads_as_ode_step_plus_noising():
+    """EI-SDE's noise e^{2h} - 1 equals forward noising for eta with 1 - e^{-2 eta} = e^{2h} - 1, eta = h + O(h^2),
+    and its score coefficient 2(e^h - 1) differs from the overshooting ODE step's e^h - e^{-eta} by O(h^2);
+    the noising scheme's overshoot is c h by construction; no reading for v >= 1 or past t = 0."""
+    for h in (0.1, 0.05, 0.025):
+        sde = samplers.step_coefficients("ei_sde", 1.0 + h, 1.0)
+        eta = analysis.noising_overshoot(sde, 1.0)
+        assert -np.expm1(-2 * eta) == pytest.approx(np.expm1(2 * h))
+        assert 0 < eta - h < 3 * h * h  # eta = h + 2 h^2 + O(h^3)
+        assert abs(sde.b - (np.exp(h) - np.exp(-eta))) < 3 * h * h
+        noisy = samplers.step_coefficients("ei_ode_noise", 1.0 + h, 1.0, 0.5)
+        assert analysis.noising_overshoot(noisy, 1.0) == pytest.approx(0.5 * h)
+    with pytest.raises(ValueError, match="noise variance"):
+        analysis.noising_overshoot(samplers.step_coefficients("ei_sde", 1.4, 1.0), 1.0)
+    with pytest.raises(ValueError, match="pass t = 0"):
+        analysis.noising_overshoot(samplers.step_coefficients("ei_sde", 0.3, 0.1), 0.1)
 
 
 # ----------------------------------------------------------------------------- the exact flow and the chain-rule bound
@@ -196,36 +229,40 @@ def test_flow_map_is_the_exact_probability_flow():
     assert np.isfinite(far).all() and far[0] < -28 and far[1] > 28
 
 
-def test_noised_ode_path_kl_matches_the_gaussian_closed_form():
-    """One atom at 0: Phi(y) = y sigma_{t'}/sigma_{t_k}, F(y) = (e^{h+eta} - (e^{h+eta} - 1)/sigma_{t_k}^2) y, so
-    each step adds e^{-2 eta} (sigma_{t'}/sigma_{t_k} - A)^2 sigma_{t_k}^2 / (2 (1 - e^{-2 eta}))."""
+@pytest.mark.parametrize("scheme", ["ei_ode_noise", "ei_sde"])
+def test_chain_rule_path_kl_matches_the_gaussian_closed_form(scheme):
+    """One atom at 0: Phi(y) = y sigma_{t'}/sigma_{t_k}, the step's mean is A y with A = a - b/sigma_{t_k}^2, so
+    each step adds (e^{-eta} sigma_{t'}/sigma_{t_k} - A)^2 sigma_{t_k}^2 / (2 v), t' = t_{k+1} - eta."""
     target = Mixture.from_spec({"atoms": [0.0], "weights": [1.0]})
-    times, c = samplers.time_grid(4.0, 0.01, 0.3), 0.5
+    times, c = samplers.time_grid(4.0, 0.01, 0.2), 0.5
     expected = 0.0
     for t_k, t_next in zip(times[:-1], times[1:]):
-        h = t_k - t_next
-        eta, s2 = c * h, sigma2(t_k)
-        slope = np.exp(h + eta) - np.expm1(h + eta) / s2
-        gain = np.exp(-2 * eta) / (2 * -np.expm1(-2 * eta))
-        expected += gain * (np.sqrt(sigma2(t_next - eta) / s2) - slope) ** 2 * s2
+        st = samplers.step_coefficients(scheme, t_k, t_next, c)
+        eta, s2 = -0.5 * np.log1p(-st.var), sigma2(t_k)
+        if scheme == "ei_ode_noise":
+            assert eta == pytest.approx(c * (t_k - t_next))
+        slope = st.a - st.b / s2
+        expected += (np.exp(-eta) * np.sqrt(sigma2(t_next - eta) / s2) - slope) ** 2 * s2 / (2 * st.var)
     assert expected > 1e-4
     axis = transport.Grid(-7.0, 7.0, 1024).axis
-    assert analysis.noised_ode_path_kl(target, times, c, axis) == pytest.approx(expected, rel=1e-9)
-    assert analysis.noised_ode_path_kl(target, times, 0.0, axis) == float("inf")  # no noise, no KL bound
+    assert analysis.chain_rule_path_kl(target, times, scheme, c, axis) == pytest.approx(expected, rel=1e-9)
+    assert analysis.chain_rule_path_kl(target, times, "ei_ode_noise", 0.0, axis) == float("inf")  # no noise
+    assert analysis.chain_rule_path_kl(target, times, "ei_ode", c, axis) == float("inf")
 
 
-def test_noised_ode_path_kl_bounds_the_marginal_kl_and_converges_in_nodes():
+@pytest.mark.parametrize("scheme,kappas", [("ei_ode_noise", (0.4, 0.2)), ("ei_sde", (0.2,))])
+def test_chain_rule_path_kl_bounds_the_marginal_kl_and_converges_in_nodes(scheme, kappas):
     """KL of the path laws >= KL of the marginals at t = delta (data processing): the chain-rule bound must
     exceed the exactly propagated KL(p_delta || q_N) of the same scheme; and the quadrature is converged."""
     target = Mixture.from_spec(ATOMS_1D)
     grid = transport.Grid(-7.0, 7.0, 2048)
-    for kappa in (0.4, 0.2):
+    for kappa in kappas:
         times = samplers.time_grid(4.0, 0.01, kappa)
-        log_q, _ = transport.propagate(target, samplers.steps("ei_ode_noise", times, 0.5), times, grid)
+        log_q, _ = transport.propagate(target, samplers.steps(scheme, times, 0.5), times, grid)
         marginal = transport.kl(target.log_p(times[-1], grid.points()), log_q, grid)
-        bound = analysis.noised_ode_path_kl(target, times, 0.5, transport.Grid(-7.0, 7.0, 1024).axis)
+        bound = analysis.chain_rule_path_kl(target, times, scheme, 0.5, transport.Grid(-7.0, 7.0, 1024).axis)
         assert bound > marginal > 1e-3
-        finer = analysis.noised_ode_path_kl(target, times, 0.5, transport.Grid(-7.0, 7.0, 2048).axis)
+        finer = analysis.chain_rule_path_kl(target, times, scheme, 0.5, transport.Grid(-7.0, 7.0, 2048).axis)
         assert finer == pytest.approx(bound, rel=1e-3)
 
 

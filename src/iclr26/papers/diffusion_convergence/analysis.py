@@ -1,6 +1,7 @@
 """The records: KL per sweep point with its grid-error bar, rates from them (power-law fits, the
 eps-exponent, the d sweep) and the path-KL upper bounds of the two analyses (the prior one's
-Girsanov term for EI-SDE, the chain-rule bound of the ODE + noising scheme)."""
+Girsanov term for EI-SDE, the chain-rule bound of steps read as ODE step + noising, for EI-SDE and
+the noising scheme)."""
 from __future__ import annotations
 
 import math
@@ -159,11 +160,11 @@ def d_sweep(rows: list[dict], name: str, dims: list[int], method: str, seed: int
 # ----------------------------------------------------------------------------- path-KL bounds
 # Each analysis bounds KL(p_delta || q_N) by the KL between the laws of two whole paths (data
 # processing: the marginal at t = delta is a function of the path), and the power of N at which its
-# bound falls is the power of 1/eps in its step count. With exact scores both path KLs are computed
-# here for the schemes they are about:
-#   EI-SDE (Benton et al.): the Girsanov term, Monte Carlo             -> bound ~ 1/N   -> N ~ 1/eps^2
-#   ODE step + noising step (the paper, our reading of its analysis):
-#       chain rule over the steps, each a Gaussian noising of an ODE step -> bound ~ 1/N^2 -> N ~ 1/eps
+# bound falls is the power of 1/eps in its step count. With exact scores both path KLs are computed:
+#   Girsanov term (the prior analysis, Benton et al.), EI-SDE, Monte Carlo  -> bound ~ 1/N   -> N ~ 1/eps^2
+#   chain rule over steps read as an ODE step + forward noising (our reading of the refined analysis),
+#       for the noising scheme AND for EI-SDE (its step is such a step)     -> bound ~ 1/N^2 -> N ~ 1/eps
+# On EI-SDE the two differ only in the analysis, not the scheme (audit 16, finding 1).
 def girsanov_term(target: Mixture, times: np.ndarray, samples: int, nodes: int,
                   rng: np.random.Generator) -> tuple[float, float]:
     """Monte-Carlo estimate (and standard error) of the discretisation term of the Girsanov bound
@@ -196,32 +197,53 @@ def girsanov_term(target: Mixture, times: np.ndarray, samples: int, nodes: int,
     return float(total), float(np.sqrt(variance))
 
 
-def noised_ode_path_kl(target: Mixture, times: np.ndarray, c: float, axis: np.ndarray) -> float:
-    """KL between the path of the exact ODE + noising chain and the path of the sampler (1-D, exact scores).
+def noising_overshoot(step: samplers.Step, t_next: float) -> float:
+    """The overshoot eta of the ODE + noising reading of one Gaussian step (a y + b s) + sqrt(v) xi.
 
-    One step of the paper's scheme (our reading, card §2.3) is an ODE step that overshoots to
-    t' = t_{k+1} - eta, eta = c h_k, then forward OU noising for eta:
-        sampler:  Y_{k+1} = e^{-eta} F(Y_k) + sqrt(1 - e^{-2 eta}) xi,   F the frozen-score EI step
+    Forward OU noising for a time eta adds variance 1 - e^{-2 eta}, so a step whose noise variance v
+    is below 1 reads as an ODE step from t_k to t_{k+1} - eta followed by noising for eta, with
+    eta = -log(1 - v) / 2: for the noising scheme eta = c h (by construction), for EI-SDE
+    1 - e^{-2 eta} = e^{2h} - 1, i.e. eta = h + O(h^2) (it is close to c = 1). Raises ValueError
+    when the step has no such reading (v >= 1, or the ODE step would pass t = 0)."""
+    if not 0.0 < step.var < 1.0:
+        raise ValueError(f"no ODE + noising reading of a step with noise variance {step.var:.3g} (needs 0 < v < 1)")
+    eta = -0.5 * np.log1p(-step.var)
+    if t_next - eta <= 0:
+        raise ValueError(f"no ODE + noising reading: the ODE step would pass t = 0 "
+                         f"(t_(k+1) - eta = {t_next - eta:.3g})")
+    return float(eta)
+
+
+def chain_rule_path_kl(target: Mixture, times: np.ndarray, scheme: str, c: float, axis: np.ndarray) -> float:
+    """Chain-rule KL between the path of the exact ODE + noising chain and the path of a sampler whose
+    steps read as an ODE step followed by forward noising (1-D, exact scores).
+
+    Each step (a y + b s) + sqrt(v) xi of `scheme` is read as an ODE step that overshoots to
+    t' = t_{k+1} - eta, then forward OU noising for eta with 1 - e^{-2 eta} = v (noising_overshoot:
+    the noising scheme of card §2.3 by construction, EI-SDE with eta = h + O(h^2)):
+        sampler:  Y_{k+1} = e^{-eta} F(Y_k) + sqrt(1 - e^{-2 eta}) xi,   e^{-eta} F(y) = a y + b s(t_k, y)
         exact:    X_{k+1} = e^{-eta} Phi(X_k) + sqrt(1 - e^{-2 eta}) xi,  Phi the exact flow t_k -> t'
     The exact chain started from p_T has the marginals p_{t_k} (the flow carries p_{t_k} to p_{t'},
     the noising p_{t'} to p_{t_{k+1}}), so it ends at p_delta, and both transition kernels are
     Gaussian with the same variance. By the chain rule of KL (the card's gloss: Gaussian noising turns
     the ODE step's Wasserstein-type error into KL),
-        KL(path exact || path sampler) = sum_k E_{x ~ p_{t_k}} e^{-2 eta} |Phi(x) - F(x)|^2 / (2 (1 - e^{-2 eta})),
-    an upper bound of KL(p_delta || q_N). Each expectation is a quadrature on the uniform points `axis`
-    (weights p_{t_k} normalised on them; points below e^-40 of the peak density are left out), which
-    resolves both the narrow p_t near delta and the sharp switch of the score between atoms (a
-    Gauss-Hermite rule per component does not); Phi is exact (Mixture.flow_map). Infinite at c = 0.
+        KL(path exact || path sampler) = sum_k E_{x ~ p_{t_k}} |e^{-eta} Phi(x) - (a x + b s)|^2 / (2 v),
+    an upper bound of KL(p_delta || q_N). The same bound applies to EI-SDE (its step is the ODE step
+    plus noising with eta = h + O(h^2)), so comparing it with EI-SDE's Girsanov term compares two
+    analyses of one scheme. Each expectation is a quadrature on the uniform points `axis` (weights
+    p_{t_k} normalised on them; points below e^-40 of the peak density are left out), which resolves
+    both the narrow p_t near delta and the sharp switch of the score between atoms (a Gauss-Hermite
+    rule per component does not); Phi is exact (Mixture.flow_map). Infinite without noise (c = 0).
     """
     if target.dim != 1:
-        raise ValueError("noised_ode_path_kl: 1-D targets only (the exact flow is the monotone rearrangement)")
-    if c <= 0:
+        raise ValueError("chain_rule_path_kl: 1-D targets only (the exact flow is the monotone rearrangement)")
+    if scheme == "ei_ode" or (scheme == "ei_ode_noise" and c <= 0):
         return float("inf")
     axis = np.asarray(axis, float)
     total = 0.0
     for t_k, t_next in zip(times[:-1], times[1:]):
-        eta = c * (t_k - t_next)
-        step = samplers.step_coefficients("ei_ode_noise", t_k, t_next, c)  # mean a y + b s = e^{-eta} F(y)
+        step = samplers.step_coefficients(scheme, t_k, t_next, c)  # mean a y + b s = e^{-eta} F(y)
+        eta = noising_overshoot(step, t_next)
         log_p = target.log_p(t_k, axis[:, None])
         keep = log_p > log_p.max() - 40.0
         y, weight = axis[keep], np.exp(log_p[keep] - log_p.max())
@@ -231,52 +253,74 @@ def noised_ode_path_kl(target: Mixture, times: np.ndarray, c: float, axis: np.nd
     return total
 
 
-def path_kl_records(target: Mixture, pcfg: dict, method: str, seeds, c: float, axes=(), log=None) -> list[dict]:
-    """The path-KL bound of `method` at every step size of `pcfg` (records of sweep 'path_kl'), and its
-    power-law fit in N with the eps-exponent of the step count it certifies (sweep 'path_kl_fit').
+BOUNDS = {"girsanov": ("ei_sde",), "chain_rule": ("ei_sde", "ei_ode_noise")}
 
-    ei_sde: the Monte-Carlo Girsanov term, one record per seed and step size, one slope per seed, and a
-    fit pooled over seeds (its regression residuals then hold both the Monte-Carlo noise and any
-    departure from a power law). ei_ode_noise: deterministic (quadrature on the points `axes[0]`), one
-    record per step size tagged with the first seed; computed again on the coarser `axes[1]` when given,
-    the difference is its error bar (path_kl_lo/hi) and widens the slope interval, as for the KL."""
-    records, points = [], []
-    if method == "ei_sde":
+
+def path_kl_records(target: Mixture, pcfg: dict, method: str, bound: str, seeds, c: float, axes=(),
+                    log=None) -> list[dict]:
+    """The path-KL bound `bound` of `method` at every step size of `pcfg` (records of sweep 'path_kl', tagged
+    with `bound`), and its power-law fit in N with the eps-exponent of the step count it certifies (sweep
+    'path_kl_fit').
+
+    girsanov (ei_sde only): the Monte-Carlo Girsanov term, one record per seed and step size and one slope
+    per seed (sweep 'path_kl_fit_seed'); the fit is of the seed means (one point per step size, so the
+    regression's degrees of freedom are the step sizes', not seeds x step sizes), and records the sd of the
+    per-seed slopes. chain_rule (ei_sde, ei_ode_noise): deterministic (quadrature on the points `axes[0]`),
+    one record per step size tagged with the first seed; computed again on the coarser `axes[1]` when
+    given, the difference is its error bar (path_kl_lo/hi) and widens the slope interval, as for the KL.
+    A step size at which the scheme has no ODE + noising reading is recorded with status 'undefined'
+    and left out of the fit."""
+    if method not in BOUNDS.get(bound, ()):
+        raise ValueError(f"no path-KL bound {bound!r} for {method!r}: "
+                         + "; ".join(f"{b}: {', '.join(m)}" for b, m in BOUNDS.items()))
+    records = []
+    base = {"sweep": "path_kl", "bound": bound, "delta": pcfg["delta"], "T": pcfg["T"]}
+    if bound == "girsanov":
+        per_seed = {}
         for seed in seeds:
             mine = []
             for i, kappa in enumerate(pcfg["kappas"]):
                 times = samplers.time_grid(pcfg["T"], pcfg["delta"], kappa)
                 rng = np.random.default_rng([int(seed), i])  # one independent stream per (seed, kappa)
                 value, se = girsanov_term(target, times, pcfg["samples"], pcfg["nodes"], rng)
-                records.append({"seed": int(seed), "sweep": "path_kl", "kappa": kappa, "N": len(times) - 1,
-                                "delta": pcfg["delta"], "T": pcfg["T"], "path_kl": value, "path_kl_se": se})
+                records.append({"seed": int(seed), **base, "kappa": kappa, "N": len(times) - 1,
+                                "path_kl": value, "path_kl_se": se})
                 mine.append((len(times) - 1, value))
                 if log:
                     log(f"girsanov seed={seed} N={len(times) - 1}: {value:.4g} ± {se:.2g}")
-            records.append({"seed": int(seed), "sweep": "path_kl_fit_seed",
-                            "slope": power_fit(*zip(*mine))["slope"]})
-            points += mine
-        pooled = power_fit([n for n, _ in points], [v for _, v in points])
-        records.append({"seed": int(seeds[0]), "sweep": "path_kl_fit", "delta": pcfg["delta"], "n_seeds": len(seeds),
-                        **pooled, **eps_exponent(pooled)})
-    elif method == "ei_ode_noise":
-        if not axes:
-            raise ValueError("the chain-rule path KL needs the quadrature points (axes)")
-        coarse = []
-        for kappa in pcfg["kappas"]:
-            times = samplers.time_grid(pcfg["T"], pcfg["delta"], kappa)
-            values = [noised_ode_path_kl(target, times, c, axis) for axis in axes]
-            fine, rough = values[0], values[-1]
-            records.append({"seed": int(seeds[0]), "sweep": "path_kl", "kappa": kappa, "N": len(times) - 1,
-                            "delta": pcfg["delta"], "T": pcfg["T"], "c": c, "grid_n": len(axes[0]),
-                            **_with_error("path_kl", fine, rough)})
-            points.append((len(times) - 1, fine))
-            coarse.append(rough)
+            per_seed[int(seed)] = power_fit(*zip(*mine))["slope"]
+            records.append({"seed": int(seed), "sweep": "path_kl_fit_seed", "bound": bound,
+                            "slope": per_seed[int(seed)]})
+        n_steps = [n for n, _ in mine]
+        means = [float(np.mean([r["path_kl"] for r in records if r.get("N") == n and r["sweep"] == "path_kl"]))
+                 for n in n_steps]
+        fit = power_fit(n_steps, means)
+        slopes = list(per_seed.values())
+        records.append({"seed": int(seeds[0]), "sweep": "path_kl_fit", "bound": bound, "delta": pcfg["delta"],
+                        "n_seeds": len(seeds), "slope_seed_sd": float(np.std(slopes, ddof=1)) if len(slopes) > 1
+                        else float("nan"), **fit, **eps_exponent(fit)})
+        return records
+    if not axes:
+        raise ValueError("the chain-rule path KL needs the quadrature points (axes)")
+    points, coarse = [], []
+    for kappa in pcfg["kappas"]:
+        times = samplers.time_grid(pcfg["T"], pcfg["delta"], kappa)
+        point = {"seed": int(seeds[0]), **base, "kappa": kappa, "N": len(times) - 1, "grid_n": len(axes[0]),
+                 **({"c": c} if method == "ei_ode_noise" else {})}
+        try:
+            values = [chain_rule_path_kl(target, times, method, c, axis) for axis in axes]
+        except ValueError as err:
+            records.append({**point, "status": "undefined", "path_kl": float("nan")})
             if log:
-                log(f"noised ODE path KL c={c} N={len(times) - 1}: {fine:.4g} (coarse grid {rough:.4g})")
-        fit = power_fit([n for n, _ in points], [v for _, v in points], coarse)
-        records.append({"seed": int(seeds[0]), "sweep": "path_kl_fit", "delta": pcfg["delta"], "c": c,
-                        **fit, **eps_exponent(fit)})
-    else:
-        raise ValueError(f"no path-KL bound for {method!r}: ei_sde (Girsanov) or ei_ode_noise (chain rule)")
+                log(f"chain-rule path KL {method} N={len(times) - 1}: undefined ({err})")
+            continue
+        fine, rough = values[0], values[-1]
+        records.append({**point, "status": "ok", **_with_error("path_kl", fine, rough)})
+        points.append((len(times) - 1, fine))
+        coarse.append(rough)
+        if log:
+            log(f"chain-rule path KL {method} N={len(times) - 1}: {fine:.4g} (coarse grid {rough:.4g})")
+    fit = power_fit([n for n, _ in points], [v for _, v in points], coarse)
+    records.append({"seed": int(seeds[0]), "sweep": "path_kl_fit", "bound": bound, "delta": pcfg["delta"],
+                    "skipped_points": len(pcfg["kappas"]) - len(points), **fit, **eps_exponent(fit)})
     return records

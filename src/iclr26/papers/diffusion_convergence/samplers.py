@@ -18,7 +18,9 @@ so comparisons at equal N are at equal cost. The coefficients:
       2. forward OU noising for time eta back to t_{k+1}:
                                                        Y_{k+1} = e^{-eta} Z + sqrt(1 - e^{-2 eta}) xi_k
       folded together: a = e^{h}, b = e^{h} - e^{-eta}, v = 1 - e^{-2 eta}.
-      c = 0 gives EI-ODE back; the abstract's "smaller noising step" is c < 1.
+      c = 0 gives EI-ODE back. The abstract's "smaller noising step" does not fix c: EI-SDE itself reads as
+      an ODE step overshooting by eta = h + O(h^2) followed by noising for eta (1 - e^{-2 eta} = e^{2h} - 1),
+      i.e. close to c = 1, so which scheme the paper's bound is about is uncertain (audit 16, finding 2).
 """
 from __future__ import annotations
 
