@@ -1,0 +1,123 @@
+"""The pretrained model both learners start from.
+
+Tiny and smoke: a small Qwen2 causal transformer built from config (core.lm.model.build_model) and
+"pretrained" on a distribution of 2-D classification tasks with the numerical prior (card 04,
+section 6): sequences of K `x1 x2 label` examples, cross-entropy on every label token, so that it
+learns to classify in context and carries the prior. Its word-level tokenizer (grid numbers and the
+labels) and weights are written with save_pretrained, and read back like a hub model.
+Full: the hub LM named by model.source, loaded with from_pretrained (core.acquire).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import data
+
+
+def build_tokenizer(fmt: dict, grid: int):
+    """A word-level tokenizer over the serialisation's words: the grid numbers and the labels.
+    (No library tokenizer has this vocabulary; `tokenizers` WordLevel is the library's way to
+    declare one.) The separator and spaces are whitespace, so an example is 3 tokens."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<pad>", "<unk>"] + [str(i) for i in range(grid)] + [lab.strip() for lab in fmt["labels"]]
+    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", unk_token="<unk>")
+
+
+def label_token_ids(tokenizer, fmt: dict) -> list[int]:
+    """The one token each label adds after a query (checked: the query's tokens are unchanged)."""
+    prefix = data.example_text(fmt, 3, 7, None)
+    base = tokenizer(prefix, add_special_tokens=False)["input_ids"]
+    ids = []
+    for label in fmt["labels"]:
+        full = tokenizer(prefix + label, add_special_tokens=False)["input_ids"]
+        if full[: len(base)] != base or len(full) != len(base) + 1:
+            raise ValueError(f"label {label!r} is not one token after {prefix!r} with this tokenizer "
+                             f"({base} -> {full}); change format.labels or format.template")
+        ids.append(full[-1])
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"labels {fmt['labels']} map to the same token {ids}")
+    return ids
+
+
+def encode(tokenizer, texts: list[str]) -> list[list[int]]:
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def pretrain(spec_model: dict, spec_pre: dict, fmt: dict, grid: int, log=None):
+    """Build the tiny model from config and pretrain it on fresh prior-carrying tasks; returns
+    (model, tokenizer, loss curve). AdamW with a OneCycle schedule (card 04, section 6)."""
+    from iclr26.core.lm.model import build_model
+
+    tokenizer = build_tokenizer(fmt, grid)
+    model = build_model(spec_model, tokenizer, seed=int(spec_pre["seed"]))
+    label_ids = torch.tensor(label_token_ids(tokenizer, fmt))
+    number_ids = torch.tensor([tokenizer.convert_tokens_to_ids(str(i)) for i in range(grid)])
+    steps, batch = int(spec_pre["steps"]), int(spec_pre["batch_size"])
+    rng = np.random.default_rng(int(spec_pre["seed"]))
+    torch.manual_seed(int(spec_pre["seed"]))
+    opt = torch.optim.AdamW(model.parameters(), lr=float(spec_pre["lr"]), weight_decay=float(spec_pre["weight_decay"]))
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=float(spec_pre["lr"]), total_steps=steps,
+                                                pct_start=float(spec_pre["pct_start"]))
+    model.train()
+    losses = []
+    for step in range(steps):
+        x, y = data.pretraining_batch(rng, batch, {**spec_pre, "grid": grid})
+        # the serialisation's token ids directly: an example is [x1, x2, label] (build_tokenizer)
+        ids = torch.stack([number_ids[torch.from_numpy(x[..., 0])], number_ids[torch.from_numpy(x[..., 1])],
+                           label_ids[torch.from_numpy(y)]], dim=-1).reshape(batch, -1)
+        logits = model(input_ids=ids).logits
+        at = torch.arange(1, ids.shape[1], 3)            # the x2 positions: the next token is the label
+        loss = torch.nn.functional.cross_entropy(logits[:, at].reshape(-1, logits.shape[-1]),
+                                                 ids[:, at + 1].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+        if log:
+            log(f"pretrain step {step + 1}/{steps} loss {np.mean(losses[-50:]):.3f}", every_s=10)
+    model.eval()
+    return model, tokenizer, losses
+
+
+def check_tiny_serialisation(tokenizer, fmt: dict, grid: int) -> None:
+    """The ids pretrain() builds directly are what the tokenizer makes of the text (one path),
+    the largest (multi-digit) grid numbers included."""
+    a, b = grid - 1, grid - 2
+    text = fmt["sep"].join([data.example_text(fmt, a, 0, 0), data.example_text(fmt, b, a, 1)])
+    want = [tokenizer.convert_tokens_to_ids(t) for t in (str(a), "0", fmt["labels"][0].strip(),
+                                                         str(b), str(a), fmt["labels"][1].strip())]
+    got = encode(tokenizer, [text])[0]
+    if got != want:
+        raise ValueError(f"tiny tokenizer: {text!r} -> {got}, expected {want}")
+
+
+def load_tokenizer(source: str | Path, revision: str | None):
+    """The directory's (or hub repo's) tokenizer.json as written. AutoTokenizer would pick the model
+    type's tokenizer class (Qwen2's), which re-splits digits: the tiny vocabulary's "10" became "1" "0"."""
+    from transformers import PreTrainedTokenizerFast
+
+    from iclr26.core.acquire import from_pretrained
+
+    return from_pretrained(PreTrainedTokenizerFast, str(source), revision)
+
+
+def load(source: str | Path, revision: str | None, dtype: str, device: str, attn_implementation: str = "eager"):
+    """(model, tokenizer) from a hub id or a save_pretrained directory (tiny: prepare's)."""
+    from transformers import AutoModelForCausalLM
+
+    from iclr26.core.acquire import from_pretrained
+    from iclr26.core.lm.model import quiet_transformers
+
+    quiet_transformers()
+    model = from_pretrained(AutoModelForCausalLM, str(source), revision, dtype=getattr(torch, dtype),
+                            attn_implementation=attn_implementation)
+    return model.to(device).eval(), load_tokenizer(source, revision)
