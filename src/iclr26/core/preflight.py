@@ -323,16 +323,21 @@ def external_sources(cfg: dict) -> list[dict]:
                 walk(value, f"{where}[{i}]")
 
     walk(cfg.get("data") or {}, "data")
-    model = cfg.get("model") or {}
-    source = model.get("source")
-    if isinstance(source, str) and HUB_ID.fullmatch(source) and not Path(source).exists():
+    # every model the job loads: `model`, and any other top-level section naming a hub id with a
+    # revision (an embedder, a judge, a teacher)
+    for where, model in cfg.items():
+        if not isinstance(model, dict) or (where != "model" and "revision" not in model):
+            continue
+        source = model.get("source")
+        if not (isinstance(source, str) and HUB_ID.fullmatch(source) and not Path(source).exists()):
+            continue
         rev = str(model.get("revision") or "")
         size, estimated = _size(model), False
         # weights of a model whose own config states its size (one read for its config alone, as a
         # from-scratch model's, states none: its size stays unstated)
-        if size is None and (model.get("arch") or model.get("n_params")) and (n := n_params(cfg)):
+        if size is None and where == "model" and (model.get("arch") or model.get("n_params")) and (n := n_params(cfg)):
             size, estimated = int(n * (2 if "16" in str(model.get("dtype", "")) else 4)), True
-        found.append({"kind": "hub model", "id": source, "where": "model", "bytes": size, "estimated": estimated,
+        found.append({"kind": "hub model", "id": source, "where": where, "bytes": size, "estimated": estimated,
                       "problem": None if HEX40.fullmatch(rev) else
                       f"hub model {source} has revision {model.get('revision')!r}, not a 40-hex commit"})
     return found
