@@ -81,10 +81,10 @@ def test_written_out_loss_gradients_equal_autograd(objective, gradient):
 def _autograd_forward(net, x, params):
     """The network's forward in differentiable torch ops, for the reference gradients."""
     weights = iter(params)
-    for op, _ in net.plan:
+    for op, layer in net.plan:
         if op == "linear":
             weight, bias = next(weights), next(weights)
-            x = torch.baddbmm(bias, x, weight)
+            x = torch.baddbmm(bias, x, weight.transpose(1, 2) if layer.transposed else weight)
         elif op == "tanh":
             x = torch.tanh(x)
         elif op == "relu":

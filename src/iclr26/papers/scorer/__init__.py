@@ -7,10 +7,10 @@ with the leader frozen, on a faster timescale (larger learning rate). Compared h
 DQN, DQN with per-layer learning rates at SCORER's ratio, and SCORER with an MSBE follower.
 
 Three environment slots, named by their role at every scale (each has a per-scale `label`):
-    headline  the environment of every ablation claim   tiny: CartPole-v1         full: MinAtar Breakout
-    second    a second environment                        tiny: CartPole + 28 N(0,1) distractor dims
+    headline  first environment (every claim)            tiny: CartPole-v1         full: MinAtar Breakout
+    second    second environment (every claim)           tiny: CartPole + 28 N(0,1) distractor dims
                                                                                    full: MinAtar SpaceInvaders
-    third     a third environment                         tiny: Acrobot-v1          full: MinAtar Asterix
+    third     third environment (descriptive, no claim)  tiny: Acrobot-v1          full: MinAtar Asterix
 Modules: envs (gymnasium envs and their check), networks, replay, agents (the four methods),
 training (the loop and its metrics), plots, stages (the pipeline's stage functions).
 """
