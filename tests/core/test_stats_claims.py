@@ -117,6 +117,13 @@ CLAIM = {"id": "c1", "claim": "new beats base", "metric": "score", "where": {"en
          "baseline": "base", "direction": "higher", "test": "paired_t"}
 
 
+def test_a_claims_note_is_printed_beside_its_verdict():
+    from iclr26.core.claims import outcome_text
+
+    out = check_claim({**CLAIM, "note": "on a 48-seed pool this comparison is inconclusive."}, _records())
+    assert outcome_text(out) == f"**{out['verdict']}** (on a 48-seed pool this comparison is inconclusive)"
+
+
 def test_failed_precondition_makes_the_claim_untestable_with_the_measured_reason():
     pre = {"claim": "new is below base", "metric": "score", "where": {"env": "a"}, "method": "new",
            "baseline": "base", "direction": "lower", "test": "paired_t"}

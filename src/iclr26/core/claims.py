@@ -85,12 +85,18 @@ def _evaluate(spec: dict, records: pd.DataFrame, name: str) -> tuple[Estimate, s
     rows = select(records, spec["method"], spec.get("where"))
     if "baseline" in spec:
         base = select(records, spec["baseline"], spec.get("where"))
-        if test == "paired_t":
+        if test in ("paired_t", "cluster_bootstrap"):
             shared = sorted(set(rows["seed"]) & set(base["seed"]))
             rows, base = rows[rows["seed"].isin(shared)], base[base["seed"].isin(shared)]
+        items = {}
+        if test == "cluster_bootstrap":   # per-problem outcomes: the records' `<metric>_items` lists
+            if f"{metric}_items" not in records.columns:
+                raise ConfigError(f"{name}: cluster_bootstrap needs per-problem lists {metric}_items in the records")
+            items = {"method_items": [list(v) for v in rows[f"{metric}_items"]],
+                     "base_items": [list(v) for v in base[f"{metric}_items"]]}
         est = effect(rows[metric].to_numpy(), base[metric].to_numpy(), test,
                      _column(rows, f"{metric}_lo"), _column(rows, f"{metric}_hi"),
-                     _column(base, f"{metric}_lo"), _column(base, f"{metric}_hi"))
+                     _column(base, f"{metric}_lo"), _column(base, f"{metric}_hi"), **items)
         reference, against = 0.0, f"{spec['method']} - {spec['baseline']}"
     else:
         est = one_sample(rows[metric].to_numpy(), test, _column(rows, f"{metric}_lo"), _column(rows, f"{metric}_hi"))
@@ -147,9 +153,10 @@ def _fmt(x: float) -> str:
 
 
 def outcome_text(c: dict) -> str:
-    """The verdict cell: the verdict in bold, with the measured reason when it is untestable here."""
-    text = f"**{c['verdict']}**"
-    return f"{text}: {c['reason']}" if c.get("reason") else text
+    """The verdict cell: the verdict in bold, with the measured reason when it is untestable here, and
+    the claim's `note` (e.g. how stable the setting was across a larger pool of seeds) when it has one."""
+    text = f"**{c['verdict']}**" + (f": {c['reason']}" if c.get("reason") else "")
+    return f"{text} ({c['note'].rstrip('.')})" if c.get("note") else text
 
 
 def claims_markdown(payloads: list[dict]) -> str:
