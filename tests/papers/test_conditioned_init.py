@@ -26,6 +26,12 @@ from iclr26.papers.conditioned_init.jacobian import (
     vit_first_layer_kappa,
 )
 from iclr26.papers.conditioned_init.model import build_model
+from iclr26.papers.conditioned_init.weight_selection import (
+    select_weights,
+    teacher_model_config,
+    uniform_element_selection,
+    uniform_indices,
+)
 
 SLUG = "conditioned_init"
 MIMETIC = {"alpha_qk": 0.7, "beta_qk": 0.7, "alpha_vo": 0.4, "beta_vo": 0.4}
@@ -140,11 +146,49 @@ def test_kappa_at_init_orders_default_above_conditioned():
     assert default > 10 * conditioned
 
 
+# ----------------------------------------------------------------------------- weight selection
+def test_uniform_element_selection_keeps_evenly_spaced_indices():
+    teacher = torch.arange(4 * 6 * 5).reshape(4, 6, 5)
+    picked = uniform_element_selection(teacher, (2, 3, 5))
+    assert torch.equal(picked, teacher[[0, 2]][:, [0, 2, 4]])  # every 2nd row and column, all of the rest
+    assert uniform_indices(5, 3).tolist() == [0, 2, 4]                  # not dividing: rounded linspace over 0..4
+    assert uniform_indices(7, 3).tolist() == [0, 3, 6]
+    with pytest.raises(ValueError, match="smaller"):
+        uniform_element_selection(teacher, (8, 6, 5))
+
+
+def test_weight_selection_takes_the_teachers_first_layers_and_every_other_channel_not_the_head():
+    cfg = compose_job_config(SLUG, "tiny")
+    torch.manual_seed(0)
+    teacher = build_model(teacher_model_config(cfg["model"], cfg["weight_selection"]["teacher"]), depth=4)
+    torch.manual_seed(1)
+    student = build_model(cfg["model"], depth=2)
+    default = {k: v.clone() for k, v in student.state_dict().items()}
+    student.load_state_dict(select_weights(teacher.state_dict(), student.state_dict()))
+    t, s = teacher.state_dict(), student.state_dict()
+    assert t["vit.layers.1.attention.q_proj.weight"].shape == (128, 128)
+    assert s["vit.layers.1.attention.q_proj.weight"].shape == (64, 64)
+    assert torch.equal(s["vit.layers.1.attention.q_proj.weight"], t["vit.layers.1.attention.q_proj.weight"][::2, ::2])
+    assert torch.equal(s["vit.layers.0.mlp.fc1.weight"], t["vit.layers.0.mlp.fc1.weight"][::2, ::2])
+    assert torch.equal(s["vit.embeddings.position_embeddings"], t["vit.embeddings.position_embeddings"][:, :, ::2])
+    for key in s:
+        if key.startswith("classifier"):
+            assert torch.equal(s[key], default[key])   # the head keeps the student's own init
+        else:
+            assert not torch.equal(s[key], default[key]) or s[key].abs().sum() == 0 or s[key].eq(1).all()
+    with pytest.raises(KeyError, match="shallower"):
+        select_weights(build_model(cfg["model"], depth=1).state_dict(), student.state_dict())
+
+
 # ----------------------------------------------------------------------------- data
 def test_motif_pairs_are_deterministic_and_solvable_by_the_motif_bank():
     spec = {**compose_job_config(SLUG, "smoke")["data"]["images"], "n_train": 400, "n_test": 10}
-    first, second = data.generate_motif_pairs(spec), data.generate_motif_pairs(spec)
+    first, second = data.generate_motif_pairs(spec, seed=3), data.generate_motif_pairs(spec, seed=3)
     assert all(np.array_equal(first[k], second[k]) for k in first)
+    other = data.generate_motif_pairs(spec, seed=4)  # another run seed: other images, the same task (motifs)
+    assert np.array_equal(other["motifs"], first["motifs"])
+    assert not np.array_equal(other["x_train"], first["x_train"])
+    assert not np.array_equal(other["x_test"], first["x_test"])
     assert first["x_train"].shape == (400, 3, 16, 16) and first["x_train"].dtype == np.uint8
     assert set(np.unique(first["y_train"])) == set(range(10))
     # oracle: the two class motifs with the best matched-filter response anywhere -> the pair's class
@@ -158,11 +202,18 @@ def test_motif_pairs_are_deterministic_and_solvable_by_the_motif_bank():
     assert (predicted == first["y_train"]).mean() > 0.6  # chance is 0.1
 
 
+def test_each_seed_has_its_own_generated_data_and_shares_a_real_dataset():
+    assert data.seed_datasets({"source": "motif_pairs"}, [0, 7]) == {0: "s0", 7: "s7"}
+    assert data.seed_datasets({"source": "cifar10"}, [0, 7]) == {0: "", 7: ""}
+
+
 def test_stream_sees_each_sample_once_per_epoch_and_is_seeded():
     batches = [data.batch_indices(640, 32, seed=3, step=s) for s in range(20)]
     assert len(np.unique(np.concatenate(batches))) == 640
     assert np.array_equal(batches[5], data.batch_indices(640, 32, seed=3, step=5))
     assert not np.array_equal(batches[5], data.batch_indices(640, 32, seed=4, step=5))
+    teacher = [data.batch_indices(640, 32, seed=3, step=s, stream=1) for s in range(20)]  # another order
+    assert len(np.unique(np.concatenate(teacher))) == 640 and not np.array_equal(teacher[0], batches[0])
 
 
 def test_augment_is_a_seeded_crop_and_flip():
@@ -235,7 +286,7 @@ def test_cifar10_source_downloads_checks_and_prepares(workdir):
 
 
 # ----------------------------------------------------------------------------- resume inside a later run
-TRAIN_JOB = {"method": "conditioned", "seed_block": "s0-1"}  # runs no_warmup_s0, no_warmup_s1, warmup_s0, warmup_s1
+TRAIN_JOB = {"method": "conditioned", "seed_block": "s0-1"}  # runs warmup_s0, warmup_s1, no_warmup_s0, no_warmup_s1
 
 
 def _prepare_data():
@@ -257,14 +308,14 @@ def test_a_job_stopped_inside_a_later_run_resumes_that_run_and_keeps_the_finishe
     (workdir / "stopped").mkdir()
     monkeypatch.chdir(workdir / "stopped")
     _prepare_data()
-    # smoke checkpoints every 4 steps: steps 4 and 8 of each 10-step no_warmup run, then step 4 of warmup_s0
+    # smoke checkpoints every 4 steps: steps 4, 8 (and 12, the last) of warmup_s0, then 4 and 8 of warmup_s1
     with faults.armed("train", "checkpoint", after=5), pytest.raises(faults.InjectedFault):
         run_stage("train", SLUG, "smoke", **TRAIN_JOB)
     run_dir = workdir / "stopped/runs/smoke/conditioned_init/conditioned/s0-1"
     state = torch.load(run_dir / "checkpoint.pt", weights_only=False)["state"]
-    assert (state["key"], state["step"]) == ("warmup_s0", 4)
+    assert (state["key"], state["step"]) == ("warmup_s1", 8)
     finished = {p.name: p.stat().st_mtime_ns for p in run_dir.glob("model_*.pt")}
-    assert sorted(finished) == ["model_no_warmup_s0.pt", "model_no_warmup_s1.pt"]
+    assert sorted(finished) == ["model_warmup_s0.pt"]
 
     assert _train_and_evaluate() == straight
     assert {name: (run_dir / name).stat().st_mtime_ns for name in finished} == finished  # not trained again

@@ -15,8 +15,10 @@ Motif pairs. Each image is N(0, noise_std^2) noise on a grid of patch x patch ce
 distractor motif at `distractor_strength` into a third cell; `paste: add` adds them onto the
 noise, `replace` overwrites it. The label is the unordered pair, so 5 motifs give C(5,2) = 10
 classes. A class depends on two tokens at once, which is why the card chose it: the model has to
-combine information across patches. The motif bank is fixed by `motif_seed`; the images by
-`data_seed`.
+combine information across patches. The motif bank (the task) is fixed by `motif_seed`; the images
+are drawn per run seed, from a generator seeded by (`data_seed`, run seed), so every seed is an
+independent replicate of the data as well as of the init and the batch order (`seed_datasets`).
+A real dataset (CIFAR-10) is one fixed set shared by every seed.
 """
 from __future__ import annotations
 
@@ -77,14 +79,26 @@ def to_uint8(images: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(images * UINT8_SCALE + UINT8_OFFSET), 0, 255).astype(np.uint8)
 
 
-def generate_motif_pairs(spec: dict) -> dict[str, np.ndarray]:
-    """The whole tiny dataset: a training pool (each sample streamed once) and a test set."""
+def generate_motif_pairs(spec: dict, seed: int) -> dict[str, np.ndarray]:
+    """The tiny dataset of run seed `seed`: a training pool (each sample streamed once) and a test set."""
     bank = motif_bank(spec["n_motifs"], spec["patch"], 3, spec["motif_std"], spec["motif_seed"])
-    train_rng, test_rng = (np.random.default_rng([spec["data_seed"], k]) for k in (0, 1))
+    train_rng, test_rng = (np.random.default_rng([spec["data_seed"], seed, k]) for k in (0, 1))
     x_train, y_train = motif_pair_images(spec["n_train"], spec, bank, train_rng)
     x_test, y_test = motif_pair_images(spec["n_test"], spec, bank, test_rng)
     return {"x_train": to_uint8(x_train), "y_train": y_train, "x_test": to_uint8(x_test), "y_test": y_test,
             "motifs": bank}
+
+
+def seed_datasets(spec: dict, seeds) -> dict[int, str]:
+    """{run seed: the folder (under the raw and prepared dirs) holding that seed's data}.
+
+    Generated sources draw one dataset per seed (folder `s<seed>`); a real dataset is one set
+    for every seed (folder ''). Acquire and prepare make every folder; train and evaluate read
+    their seed's.
+    """
+    if spec["source"] == "motif_pairs":
+        return {int(seed): f"s{int(seed)}" for seed in seeds}
+    return {int(seed): "" for seed in seeds}
 
 
 # ----------------------------------------------------------------------------- CIFAR-10 (full scale)
@@ -148,22 +162,23 @@ def load_prepared(directory: Path) -> dict[str, np.ndarray]:
 
 
 # ----------------------------------------------------------------------------- the training stream
-def batch_indices(n_pool: int, batch_size: int, seed: int, step: int) -> np.ndarray:
-    """Pool indices of training batch `step` for `seed`: a pure function of (seed, step).
+def batch_indices(n_pool: int, batch_size: int, seed: int, step: int, stream: int = 0) -> np.ndarray:
+    """Pool indices of training batch `step` for `seed`: a pure function of (seed, step, stream).
 
     Each epoch is a fresh seeded permutation of the pool, so a resumed run needs nothing but
     the step to continue the same stream. At tiny scale steps * batch <= pool: one epoch, so
-    every sample is seen once (the card's streaming regime, no repeated data).
+    every sample is seen once (the card's streaming regime, no repeated data). `stream` 1 is
+    another order of the same pool (weight selection's teacher).
     """
     epoch, index = divmod(step, n_pool // batch_size)
-    return epoch_order(n_pool, seed, epoch)[index * batch_size:(index + 1) * batch_size]
+    return epoch_order(n_pool, seed, epoch, stream)[index * batch_size:(index + 1) * batch_size]
 
 
 @functools.lru_cache(maxsize=2)
-def epoch_order(n_pool: int, seed: int, epoch: int) -> np.ndarray:
+def epoch_order(n_pool: int, seed: int, epoch: int, stream: int = 0) -> np.ndarray:
     """The seeded permutation of the pool for one epoch (read-only). Cached: every step of the epoch
     slices the same permutation, drawn once instead of once per step."""
-    order = np.random.default_rng([seed, epoch]).permutation(n_pool)
+    order = np.random.default_rng([seed, epoch, stream] if stream else [seed, epoch]).permutation(n_pool)
     order.flags.writeable = False
     return order
 

@@ -13,6 +13,7 @@ Methods (the table rows):
                Z ~ N(0, 1/d), both factored by SVD (U sqrt(S), sqrt(S) V^T).
   conditioned  the paper (card 01, section 2): W_V = rectangular identity, W_Q and W_K random
                (semi-)orthogonal, so kappa(W_Q) = kappa(W_K) = kappa(W_V) = 1.
+(The fifth row, weight_selection, sets every weight from a trained teacher: weight_selection.py.)
 Everything else (patch embedding, MLP, norms, head, and W_O except under mimetic) keeps the
 default init. Open choices the card leaves to us, fixed here: no gain on the orthogonal
 matrices; Q/K/V biases (if the architecture has them) are zeroed by every non-default init, so

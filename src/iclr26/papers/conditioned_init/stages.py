@@ -1,15 +1,18 @@
 """Stages of card 01, "Conditioned Initialization for Attention" (OpenReview cKNOCYPo2W).
 
-    acquire   motif-pair images from a seeded generator (tiny, smoke) or CIFAR-10 (full) -> images.npz
-    prepare   images normalised by the training pool's channel stats                    -> *.npy
+    acquire   motif-pair images from a generator seeded per run seed (tiny, smoke)     -> s<seed>/images.npz
+              or CIFAR-10 (full), one set for every seed                               -> images.npz
+    prepare   images normalised by the training pool's channel stats                    -> [s<seed>/]*.npy
     train     one unit of work per (regime, seed) run of this init method (training.py):
               kappa(J) at init, AdamW on the data stream, checkpointed as it goes     -> run_<key>.npz, model_<key>.pt
     evaluate  one record per run: kappa, loss AUC, steps to the target loss, test accuracy (analysis.py)
 
 One train job = one init method x a block of seeds (`seed_batch`), and every regime that lists the
-method: `no_warmup` (the headline: constant lr, no warmup) and `warmup` (the card's OneCycle
-ablation). The same seed gives the same default init and the same data order under every method,
-so the methods are paired by seed. Only train imports torch and transformers.
+method: `warmup` (the standard recipe: OneCycle, warmup then cosine decay) and `no_warmup`
+(constant lr: the card's regime, where the tiny trial first showed the effect). The same seed
+gives the same data, the same default init and the same data order under every method, so the
+methods are paired by seed. weight_selection first trains one teacher per seed (`teacher_s<seed>`).
+Only train imports torch and transformers.
 """
 from __future__ import annotations
 
@@ -26,49 +29,69 @@ DATASET = "images"  # the paper's one dataset slot: motif pairs at tiny/smoke, C
 
 def acquire(job) -> dict:
     spec = job.cfg["data"][job.dataset]
-    if spec["source"] == "motif_pairs":
-        arrays = data.generate_motif_pairs(spec)
-    elif spec["source"] == "cifar10":
+    if spec["source"] == "motif_pairs":  # one dataset per run seed, drawn with that seed
+        info = {}
+        for seed, folder in data.seed_datasets(spec, job.cfg["seeds"]).items():
+            arrays = data.generate_motif_pairs(spec, seed)
+            save_arrays(job.out_dir / folder / "images.npz", **arrays)
+            info[folder] = {"train": list(arrays["x_train"].shape), "test": list(arrays["x_test"].shape)}
+        return {"source": spec["source"], "per_seed": info, "classes": len(data.pair_classes(spec["n_motifs"]))}
+    if spec["source"] == "cifar10":
         from iclr26.core.acquire import download
 
         pin = spec.get("sha256", data.CIFAR10_SHA256)
         archive = download(spec.get("url", data.CIFAR10_URL), job.out_dir / "cifar-10-python.tar.gz", pin,
                            progress=lambda done, total: job.log(f"{done >> 20} / {(total or 0) >> 20} MiB", every_s=30))
         arrays = data.read_cifar10(archive, pin)
-    else:
-        raise ValueError(f"data.{job.dataset}.source must be motif_pairs or cifar10, got {spec['source']!r}")
-    save_arrays(job.out_dir / "images.npz", **arrays)
-    return {"source": spec["source"], "train": list(arrays["x_train"].shape), "test": list(arrays["x_test"].shape),
-            "classes": int(arrays["y_train"].max()) + 1}
+        save_arrays(job.out_dir / "images.npz", **arrays)
+        return {"source": spec["source"], "train": list(arrays["x_train"].shape),
+                "test": list(arrays["x_test"].shape), "classes": int(arrays["y_train"].max()) + 1}
+    raise ValueError(f"data.{job.dataset}.source must be motif_pairs or cifar10, got {spec['source']!r}")
 
 
 def prepare(job) -> dict:
-    arrays, stats = data.prepared_arrays(load_arrays(job.raw_dir() / "images.npz"))
-    data.save_prepared(job.out_dir, arrays)
+    stats = {}
+    for folder in sorted(set(data.seed_datasets(job.cfg["data"][job.dataset], job.cfg["seeds"]).values())):
+        arrays, stats[folder] = data.prepared_arrays(load_arrays(job.raw_dir() / folder / "images.npz"))
+        (job.out_dir / folder).mkdir(parents=True, exist_ok=True)
+        data.save_prepared(job.out_dir / folder, arrays)
+    stats = stats.get("", stats)  # one shared set: its stats; one set per seed: {folder: stats}
     write_json(job.out_dir / "stats.json", stats)
     return stats
 
 
 def runs_of(cfg: dict, method: str, seeds: list[int]) -> dict[str, tuple[str, int]]:
-    """{run key: (regime, seed)} of the runs this method trains, regimes in config order."""
-    return {f"{regime}_s{seed}": (regime, seed) for regime, spec in cfg["train"]["regimes"].items()
-            if method in spec["methods"] for seed in seeds}
+    """{run key: (regime, seed)} of the runs this method trains, regimes in config order.
+
+    weight_selection first trains its teachers (regime `teacher`, one per seed): each student
+    is initialised from its own seed's teacher (weight_selection.py)."""
+    teachers = {f"teacher_s{seed}": ("teacher", seed) for seed in seeds} if method == "weight_selection" else {}
+    return {**teachers, **{f"{regime}_s{seed}": (regime, seed) for regime, spec in cfg["train"]["regimes"].items()
+                           if method in spec["methods"] for seed in seeds}}
+
+
+def seed_data(job):
+    """seed -> that seed's prepared arrays (memory-mapped), for training."""
+    folders = data.seed_datasets(job.cfg["data"][DATASET], job.seeds)
+    return lambda seed: data.load_prepared(job.prepared_dir(DATASET) / folders[seed])
 
 
 def train(job) -> dict:
     from .training import Trainer  # torch and transformers: only this stage pays their import
 
     runs = runs_of(job.cfg, job.method, job.seeds)
-    arrays = data.load_prepared(job.prepared_dir(DATASET))
-    with Trainer(job, arrays, augment=bool(job.cfg["data"][DATASET].get("augment", False))) as trainer:
+    with Trainer(job, seed_data(job), augment=bool(job.cfg["data"][DATASET].get("augment", False))) as trainer:
         done = job.units(runs, lambda key: trainer.run(key, *runs[key]))
     return {"runs": done}
 
 
 def evaluate(job) -> dict:
-    y_test = np.load(job.prepared_dir(DATASET) / "test_y.npy")
+    folders = data.seed_datasets(job.cfg["data"][DATASET], job.seeds)
     records = []
     for key, (regime, seed) in runs_of(job.cfg, job.method, job.seeds).items():
+        if regime == "teacher":  # not a row of the table: its numbers are in the train job's metrics.json
+            continue
+        y_test = np.load(job.prepared_dir(DATASET) / folders[seed] / "test_y.npy")
         run = load_arrays(job.out_dir / analysis.run_file(key))
         records.append({"seed": seed, "regime": regime, **analysis.run_record(run, y_test, job.cfg["eval"])})
     return {"records": records}

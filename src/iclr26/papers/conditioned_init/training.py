@@ -2,7 +2,9 @@
 
 Imported only by the train stage, so acquire, prepare and evaluate never import torch (2 s each).
 Each run: seed torch, build the ViT from config, apply the init, measure kappa(J) at init on test
-image 0, train with AdamW on the seeded data stream, save losses, test logits and weights.
+image 0 of the seed's data, train with AdamW on the seeded data stream, save losses, test logits and
+weights. weight_selection's teacher runs (regime `teacher`) train the wider teacher the same way;
+its students are then initialised by selecting the teacher's weights (weight_selection.py).
 
 Data parallel (core.distributed): under `accelerate launch` every process runs every run in
 lock-step, each on its shard of every global batch; DDP averages the gradients. Only the main
@@ -28,6 +30,7 @@ from .analysis import run_file
 from .inits import initialise
 from .jacobian import vit_first_layer_kappa
 from .model import build_model, logits
+from .weight_selection import select_weights, teacher_model_config
 
 
 class Preempted(RuntimeError):
@@ -44,8 +47,8 @@ def make_schedule(optimizer, regime: dict):
     raise ValueError(f"unknown schedule {regime['schedule']!r}")
 
 
-def train_batch(arrays: dict, batch_size: int, augment: bool, seed: int, step: int, device: str):
-    idx = np.sort(data.batch_indices(len(arrays["train_y"]), batch_size, seed, step))  # sorted: faster mmap reads
+def train_batch(arrays: dict, batch_size: int, augment: bool, seed: int, step: int, device: str, stream: int = 0):
+    idx = np.sort(data.batch_indices(len(arrays["train_y"]), batch_size, seed, step, stream))  # sorted: faster reads
     x = np.asarray(arrays["train_x"][idx])
     if augment:
         x = data.augment(x, seed, step)
@@ -78,8 +81,9 @@ class Trainer:
     Use as a context manager: on success the job's checkpoint is deleted (the unit results and
     model_*.pt files hold everything), and the SIGTERM handler of the checkpointer is undone."""
 
-    def __init__(self, job, arrays: dict, augment: bool):
-        self.job, self.cfg, self.arrays, self.augment = job, job.cfg, arrays, augment
+    def __init__(self, job, seed_data, augment: bool):
+        self.job, self.cfg, self.seed_data, self.augment = job, job.cfg, seed_data, augment
+        self.kappa = {}  # (seed, depth) -> kappa at init: both regimes start from the same init
         self.dp = DataParallel(pick_device(job.cfg.get("device")))
         self.device = str(self.dp.device)
         self._previous_sigterm = signal.getsignal(signal.SIGTERM)
@@ -97,8 +101,10 @@ class Trainer:
     def run(self, key: str, regime_name: str, seed: int) -> dict:
         """Train one (regime, seed) run of job.method, resuming from the checkpoint if it is this run's."""
         tc, dp = self.cfg["train"], self.dp
-        regime = tc["regimes"][regime_name]
-        model, net, optimizer, schedule = self._build(regime, seed)
+        teacher = regime_name == "teacher"
+        regime = self.cfg["weight_selection"]["teacher"]["regime"] if teacher else tc["regimes"][regime_name]
+        self.arrays = self.seed_data(seed)
+        model, net, optimizer, schedule = self._build(regime, seed, teacher)
 
         saved, self.resume = self.resume, None
         if saved and saved["key"] == key:
@@ -109,9 +115,13 @@ class Trainer:
             losses, kappa, start, wall = list(saved["losses"]), saved["kappa"], saved["step"], saved["wall_s"]
             self.job.log(f"{key}: resumed at step {start}")
         else:
-            image = torch.from_numpy(np.array(self.arrays["test_x"][0])).to(self.device)
-            kappa = vit_first_layer_kappa(model, image, self.cfg["eval"].get("kappa_max_tokens"))
-            losses, start, wall = [], 0, 0.0
+            if teacher:
+                self.kappa[seed, regime["depth"], teacher] = float("nan")  # not a row of the table
+            elif (seed, regime["depth"], teacher) not in self.kappa:
+                image = torch.from_numpy(np.array(self.arrays["test_x"][0])).to(self.device)
+                self.kappa[seed, regime["depth"], teacher] = vit_first_layer_kappa(
+                    model, image, self.cfg["eval"].get("kappa_max_tokens"))
+            kappa, losses, start, wall = self.kappa[seed, regime["depth"], teacher], [], 0, 0.0
 
         def snapshot(step: int) -> dict:
             return {"key": key, "step": step, "model": dp.unwrap(net).model.state_dict(),
@@ -120,7 +130,8 @@ class Trainer:
 
         started = time.time()
         for step in range(start, regime["steps"]):
-            x, y = dp.shard(*train_batch(self.arrays, tc["batch_size"], self.augment, seed, step, self.device))
+            x, y = dp.shard(*train_batch(self.arrays, tc["batch_size"], self.augment, seed, step, self.device,
+                                         stream=int(teacher)))  # the teacher reads the pool in its own order
             loss = F.cross_entropy(net(x), y)
             optimizer.zero_grad(set_to_none=True)
             dp.backward(loss)
@@ -137,12 +148,22 @@ class Trainer:
         self.job.log(f"{key}: done ({wall:.1f}s)")
         return {"kappa_J_init": kappa, "final_train_loss": float(np.mean(losses[-10:])), "wall_s": round(wall, 3)}
 
-    def _build(self, regime: dict, seed: int):
-        """The initialised ViT, its data-parallel wrapper, AdamW and the regime's lr schedule."""
+    def _build(self, regime: dict, seed: int, teacher: bool = False):
+        """The initialised ViT (or weight selection's teacher), its data-parallel wrapper, AdamW and
+        the regime's lr schedule."""
         cfg, method = self.cfg, self.job.method
         torch.manual_seed(seed)  # same seed -> same default init of every non-attention weight, for all methods
-        model = build_model(cfg["model"], depth=regime["depth"])
-        initialise(model, method, cfg["init"].get(method))
+        if teacher:  # the wider teacher, default init, trained like any run
+            model = build_model(teacher_model_config(cfg["model"], cfg["weight_selection"]["teacher"]),
+                                depth=regime["depth"])
+        else:
+            model = build_model(cfg["model"], depth=regime["depth"])
+        if method == "weight_selection" and not teacher:
+            # the teacher of this seed (trained by an earlier unit of this job): select its weights
+            weights = torch.load(self.job.out_dir / f"model_teacher_s{seed}.pt", map_location="cpu", weights_only=True)
+            model.load_state_dict(select_weights(weights, model.state_dict()))
+        elif not teacher:
+            initialise(model, method, cfg["init"].get(method))
         model.to(self.device).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=regime["lr"], weight_decay=cfg["train"]["weight_decay"],
                                       betas=tuple(cfg["train"]["betas"]))
