@@ -16,7 +16,7 @@ import zlib
 import numpy as np
 import pytest
 
-from iclr26.core.stats import MIN_N, bootstrap_bounds, t_bounds, welch_bounds
+from iclr26.core.stats import MIN_N, bootstrap_bounds, cluster_bounds, t_bounds, welch_bounds
 
 R_T, R_BOOT, N_BOOT = 20_000, 1_500, 500
 DISTS = ("normal", "heavy_tailed", "learn_or_collapse")
@@ -42,6 +42,8 @@ def _false_rate(lo: np.ndarray, hi: np.ndarray, truth: float = 0.0) -> float:
 
 def _rate(test: str, dist: str, n: int, expanded: bool = True) -> tuple[float, int]:
     rng = np.random.default_rng(zlib.crc32(f"{test}/{dist}/{n}".encode()))
+    if test == "cluster_bootstrap":
+        return _cluster_rate(rng, dist, n), R_CLUSTER
     if test.startswith("bootstrap"):
         stat = "mean" if test == "bootstrap_mean" else "iqm"
         m, b = _draw(rng, dist, (R_BOOT, n)), _draw(rng, dist, (R_BOOT, n))
@@ -56,6 +58,42 @@ def _rate(test: str, dist: str, n: int, expanded: bool = True) -> tuple[float, i
     # number is not testable at a few seeds by any of these tests)
     x = m - b if dist == "learn_or_collapse" else m
     return _false_rate(*t_bounds(x), MEAN[dist] if dist != "learn_or_collapse" else 0.0), R_T
+
+
+R_CLUSTER, P_CLUSTER = 1500, 40
+
+
+def _cluster_draws(rng, dist: str, n: int, seed_sd: float) -> np.ndarray:
+    """Per-(seed, problem) differences at zero mean effect, shape (R, n, P): the per-problem
+    outcomes of two arms (correct or not, 0/1) on problems of spread difficulty, the same for both
+    arms, plus an arm x seed effect whose seed-level mean is 0, drawn from `dist` (learn-or-collapse:
+    the difference of two draws), scaled to seed_sd on the logit scale."""
+    shape = (R_CLUSTER, n, 1)
+    a = _draw(rng, dist, shape) - (_draw(rng, dist, shape) if dist == "learn_or_collapse" else 0.0)
+    a = a / (a.std() + 1e-12) * seed_sd
+    difficulty = rng.normal(0.5, 1.5, (R_CLUSTER, 1, P_CLUSTER)) + rng.normal(0.0, 0.5, (R_CLUSTER, n, 1))
+    method = rng.random((R_CLUSTER, n, P_CLUSTER)) < 1 / (1 + np.exp(-(difficulty + a)))
+    base = rng.random((R_CLUSTER, n, P_CLUSTER)) < 1 / (1 + np.exp(-(difficulty - a)))
+    return method.astype(float) - base
+
+
+def _cluster_rate(rng, dist: str, n: int) -> float:
+    """The seed x problem cluster bootstrap, at no arm x seed effect, a moderate and a dominant one
+    (the seeds' models and steering vectors differ): the worst of the three false-verdict rates."""
+    rates = [_false_rate(*cluster_bounds(_cluster_draws(rng, dist, n, sd), n_boot=N_BOOT)) for sd in (0.0, 0.6, 1.5)]
+    return max(rates)
+
+
+def test_a_problem_only_bootstrap_fails_when_the_effect_varies_by_seed():
+    """Why the cluster bootstrap also resamples seeds: resampling problems alone (the per-problem
+    mean difference over seeds) misses far more than 5% when the arm x seed effect is large."""
+    rng = np.random.default_rng(11)
+    d = _cluster_draws(rng, "normal", MIN_N["cluster_bootstrap"], 0.6)
+    per_problem = d.mean(axis=1)                                   # (R, P): the seeds averaged out
+    boot = np.stack([per_problem[:, rng.integers(0, P_CLUSTER, P_CLUSTER)].mean(1) for _ in range(N_BOOT)], 1)
+    lo, hi = np.quantile(boot, 0.025, axis=1), np.quantile(boot, 0.975, axis=1)
+    assert _false_rate(lo, hi) > _bound(R_CLUSTER) + 0.05
+    assert _false_rate(*cluster_bounds(d, n_boot=N_BOOT)) <= _bound(R_CLUSTER)
 
 
 CASES = [(test, dist, n) for test, lowest in MIN_N.items() if test != "fit" for dist in DISTS

@@ -31,6 +31,8 @@ def test_control_function_meets_its_conditions_and_gates():
 def test_each_steering_arm_turns_the_calibration_into_its_rule():
     method = {"slope": 1200.0, "high_val_2": 0.1}
     assert control.steering_rule("static_steering", SHIPPED_7B, method) == {"arm": "static_steering", "alpha": -1.19}
+    chosen = {**SHIPPED_7B, "static": {"alpha": -0.6}}     # the fixed strength prepare chose on the calibration set
+    assert control.steering_rule("static_steering", chosen, method) == {"arm": "static_steering", "alpha": -0.6}
     rule = control.steering_rule("rebalance", SHIPPED_7B, method)
     assert rule["k"] == pytest.approx(control.Controller(SHIPPED_7B).k)
     assert rule["F_q25c"] == pytest.approx(-1.19) and rule["F_1"] == pytest.approx(0.01)
@@ -89,10 +91,23 @@ def test_steering_acts_only_at_step_boundaries_inside_thinking():
     for a, b in zip(original, steered):    # identical up to and including the first boundary
         cut = a.index(sep) + 1 if sep in a else len(a)
         assert a[:cut] == b[:cut]
-    silent = sample(model, fmt, rows, cfg, 0, "static_steering", {**cal, "low_val_1": 0.0}).tokens
+    silent = sample(model, fmt, rows, cfg, 0, "static_steering", {**cal, "alpha": 0.0}).tokens
     assert silent == original
     cue = fmt.encode(traces.REFLECTION)[0]
     assert all(cue not in t for t in sample(model, fmt, rows, cfg, 0, "keyword_suppression").tokens)
+    # issue 11, item 5: several chunks, unequal (16 + 14) and equal (16 + 16). alpha is reset at every
+    # chunk's prefill, so no chunk inherits the last pass's alpha (a crash when the sizes differ, a
+    # silently shifted prompt when they agree): each row matches the original up to its first boundary.
+    # 6 new tokens: a chunk's last pass reads the boundary that ends "+ 1 = 3 <sep>", so its alpha is not 0
+    for n in (30, 32):
+        chunked = {**cfg, "eval": {**cfg["eval"], "batch_size": 16, "max_new_tokens": 6}}
+        more = traces.generate(spec, n, seed=1)
+        plain = sample(model, fmt, more, chunked, 3, "original").tokens
+        steered = sample(model, fmt, more, chunked, 3, "static_steering", cal).tokens
+        assert len(steered) == n and steered != plain
+        for a, b in zip(plain, steered):
+            cut = a.index(sep) + 1 if sep in a else len(a)
+            assert a[:cut] == b[:cut]
 
 
 def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, hub_dataset_dir, static_server):
@@ -107,12 +122,20 @@ def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, h
 
     root, base = static_server
     (root / "test.jsonl").write_bytes((hub_dataset_dir / "test.jsonl").read_bytes())
+    from iclr26.core.config import compose_job_config
+
+    digest = sha256_file(hub_dataset_dir / "test.jsonl")
+    splits = compose_job_config("rebalance", "full")["data"]["math"]["splits"]
     overrides = ["device=cpu", "threads=1", f"model.source={hub_model_dir}", "model.dtype=float32",
-                 "model.attn_implementation=eager", "method.layer=0", "eval.max_new_tokens=40",
-                 f"data.math.splits.test.url={base}/test.jsonl",
-                 f"data.math.splits.test.sha256={sha256_file(hub_dataset_dir / 'test.jsonl')}",
-                 f"data.math.splits.calibration.hub_id={hub_dataset_dir}",
-                 "data.math.splits.calibration.file=test.jsonl", "data.math.splits.calibration.limit=8"]
+                 "model.revision=null", f"model.cache_dir={workdir / 'hub'}",
+                 "model.attn_implementation=eager", "method.layer=1", "eval.max_new_tokens=40",
+                 "method.lda_threshold=midpoint", "method.probe_problems=4", "method.static_grid=[1.0]",
+                 *[f"~data.math.splits.{name}" for name in splits if name not in ("test", "calibration")],
+                 *[f"data.math.splits.{name}.url={base}/test.jsonl" for name in ("test", "calibration")],
+                 *[f"data.math.splits.{name}.sha256={digest}" for name in ("test", "calibration")],
+                 *[f"~data.math.splits.{name}.{key}" for name in ("test", "calibration")
+                   for key in ("bytes", "git_blob") if key in splits[name]],
+                 "data.math.splits.calibration.limit=8"]
     records = pd.DataFrame(load_records(run_paper("rebalance", "full", overrides, seeds=[0, 1, 2])))  # 3: claim tests
     assert set(records["method"]) == {"original", "keyword_suppression", "static_steering", "rebalance"}
     assert records["accuracy"].between(0, 1).all() and (records["thinking_tokens"] > 0).all()
@@ -125,6 +148,7 @@ def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, h
     assert steering["vector"] == calibration["vector"] and steering["arm"] == "rebalance" and steering["k"] > 0
     manifest = read_json(workdir / "data/full/rebalance/raw/math/manifest.json")
     assert manifest["info"]["calibration"]["rows"] == 8 and manifest["info"]["test"]["rows"] == 9
+    assert records["format_ok"].between(0, 1).all() and records["reflect_rate"].between(0, 1).all()
 
 
 def test_calibration_and_magnitude_errors_name_their_cause():
@@ -151,3 +175,66 @@ def test_calibration_and_magnitude_errors_name_their_cause():
         control.lda_magnitudes(hidden, pos, neg, -v)
     with pytest.raises(ValueError, match="threshold must be official or midpoint"):
         control.lda_magnitudes(hidden, pos, neg, v, "median")
+
+
+def test_boundary_behaviour_counts_reflections_and_broken_steps():
+    """The precondition's measure: reflections and malformed steps after a boundary (a trace with no
+    answer counts once more), and the share of well-formed traces."""
+    from iclr26.core.lm import traces
+    from iclr26.core.lm.formats import TagFormat
+    from iclr26.core.lm.tokenizer import build_tokenizer
+    from iclr26.papers.rebalance.scoring import boundary_behaviour
+
+    fmt = TagFormat(build_tokenizer(traces.vocabulary(10)))
+    cfg = {"method": {"cue_words": ["wait"]}, "data": {"math": {"source": "chains"}}}
+    parsed = [{"thinking": "+ 1 = 3 <sep> wait + 1 = 3 <sep> - 2 = 1", "answer": "1"},   # 1 of 2 reflective
+              {"thinking": "+ 1 = 3 <sep> so so so", "answer": "3"},                       # 1 of 1 malformed
+              {"thinking": "+ 1 = 3 <sep> + 2 = 5", "answer": ""}]                         # 0 of 1, no answer: +1 of 1
+    out = boundary_behaviour(cfg, "math", fmt, parsed)
+    assert out["format_ok"] == pytest.approx(1 / 3)
+    assert out["reflect_rate"] == pytest.approx(3 / 5)
+
+
+def test_alternating_rechecks_switch_and_return():
+    """The generator's path switches (card 03): a wrong candidate, then back to the value; off by default
+    (the same rows as before the knob existed)."""
+    from iclr26.core.lm import traces
+
+    spec = {"modulus": 10, "max_operand": 2, "n_ops": [2, 3], "error_rate": 0.0, "check_rate_easy": 1.0,
+            "easy_max_ops": 3}
+    assert traces.generate(spec, 20, seed=0) == traces.generate({**spec, "alternate_rate": 0.0}, 20, seed=0)
+    rows = traces.generate({**spec, "alternate_rate": 1.0, "alternate_max": 2}, 20, seed=0)
+    for row in rows:
+        steps, kinds = traces.split_steps(row["trace"]), row["kinds"]
+        assert "switch" in kinds and row["trace_answer"] == row["answer"]
+        for i, kind in enumerate(kinds):
+            if kind == "switch":
+                assert kinds[i + 1] == "check" and steps[i].split()[:4] == steps[i + 1].split()[:4]
+                assert steps[i].split()[4] != steps[i + 1].split()[4]
+        audit = traces.audit_thinking(row["problem"], row["trace"], 10)
+        assert audit["errors"] == 0 and audit["final"] == int(row["answer"])
+
+
+def test_claims_use_the_per_problem_outcomes_through_the_cluster_bootstrap():
+    """A cluster_bootstrap claim reads the records' <metric>_items (per problem, per seed), pairs the
+    seeds, and states its interval; without the lists it stops with one clear error."""
+    import pandas as pd
+
+    from iclr26.core.claims import check_claim
+    from iclr26.core.errors import ConfigError
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in range(8):
+        for method, p in (("original", 0.5), ("rebalance", 0.8)):
+            items = (rng.random(60) < p).astype(int).tolist()
+            rows.append({"method": method, "seed": seed, "accuracy": float(np.mean(items)), "accuracy_items": items})
+    records = pd.DataFrame(rows)
+    spec = {"id": "x", "claim": "x", "metric": "accuracy", "method": "rebalance", "baseline": "original",
+            "direction": "higher", "test": "cluster_bootstrap"}
+    out = check_claim(spec, records)
+    assert out["verdict"] == "holds" and out["estimate"]["n"] == 8
+    assert "cluster bootstrap (60 problems)" in out["estimate"]["how"]
+    assert out["estimate"]["lo"] < 0.3 < out["estimate"]["hi"]
+    with pytest.raises(ConfigError, match="accuracy_items"):
+        check_claim(spec, records.drop(columns=["accuracy_items"]))

@@ -49,15 +49,19 @@ def iqm(values, axis=None) -> float | np.ndarray:
 # distributions). t intervals: exact under normality, and at n >= 3 within 5% false verdicts on the
 # bimodal returns of RL runs (at n = 2 about 10%). Bootstraps: a percentile bootstrap of 3 seeds is
 # little more than their range (about 19% false verdicts); below 8 seeds it is refused.
-MIN_N = {"paired_t": 3, "welch_t": 3, "t": 3, "bootstrap_mean": 8, "bootstrap_iqm": 8, "fit": 1}
+# cluster_bootstrap (seed x problem, SE with a t_{S-1} quantile): conservative from 3 seeds on.
+MIN_N = {"paired_t": 3, "welch_t": 3, "t": 3, "bootstrap_mean": 8, "bootstrap_iqm": 8, "fit": 1,
+         "cluster_bootstrap": 3}
 BOOT_MIN_N = MIN_N["bootstrap_iqm"]
 # against a number (one sample) the percentile bootstrap, even expanded, misses ~6.6-7% at 8 seeds
 _ONE_SAMPLE_BOOT = ("against a value is not calibrated (a one-sample percentile bootstrap misses > 5% "
                     "at 8-16 seeds); use t")
-VALUE_REFUSED = {"bootstrap_mean": _ONE_SAMPLE_BOOT, "bootstrap_iqm": _ONE_SAMPLE_BOOT}
+VALUE_REFUSED = {"bootstrap_mean": _ONE_SAMPLE_BOOT, "bootstrap_iqm": _ONE_SAMPLE_BOOT,
+                 "cluster_bootstrap": "pairs method and baseline per seed and problem; it needs a baseline"}
 TEST_NAMES = {"paired_t": "paired t", "welch_t": "Welch t", "t": "one-sample t",
               "bootstrap_mean": "expanded percentile bootstrap of the mean",
-              "bootstrap_iqm": "expanded percentile bootstrap of the IQM", "fit": "the fit's own interval"}
+              "bootstrap_iqm": "expanded percentile bootstrap of the IQM", "fit": "the fit's own interval",
+              "cluster_bootstrap": "seed x problem cluster bootstrap SE, t interval"}
 
 
 def t_bounds(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -132,6 +136,43 @@ def bootstrap_bounds(stat: str, samples: list[np.ndarray], difference: bool = Fa
     return lo, hi
 
 
+def _draw_counts(rng, rows: int, n: int) -> np.ndarray:
+    """(rows, n): how often each of n clusters is drawn in each of `rows` resamples of size n."""
+    flat = (np.arange(rows)[:, None] * n + rng.integers(0, n, (rows, n))).ravel()
+    return np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(float)
+
+
+def cluster_bounds(d, n_boot: int = N_BOOT, seed: int = BOOT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """95% interval of the mean of per-(seed, problem) paired differences d (shape (R, S, P): R
+    experiments, S seeds, P problems shared by every seed), problems and seeds both treated as
+    samples: the two-way (pigeonhole) cluster bootstrap resamples whole problems (a problem's
+    outcomes on every seed together) and whole seeds, independently (Owen 2007, "The pigeonhole
+    bootstrap"); its SD of the mean, times sqrt(S / (S - 1)), is the standard error, and the
+    interval is mean +- t_{S-1} SE. A problem-only bootstrap ignores how much the effect moves
+    from seed to seed (a seed's own model and steering vector) and misses far more than 5% when it
+    does; in the limit where only seeds vary this interval is the paired t interval, and problem
+    and residual variation only widen it (tests/core/test_calibration.py)."""
+    d = np.asarray(d, dtype=float)
+    if d.ndim == 2:
+        d = d[None]
+    reps, s, p = d.shape
+    if s < 2 or p < 1:
+        nan = np.full(reps, np.nan)
+        return nan, nan.copy()
+    rng = np.random.default_rng(seed)
+    mean, sd = d.mean(axis=(1, 2)), np.empty(reps)
+    chunk = max(1, 4_000_000 // (n_boot * (p + s)))
+    for start in range(0, reps, chunk):
+        part = d[start:start + chunk]
+        k = part.shape[0]
+        problems, seeds = _draw_counts(rng, k * n_boot, p), _draw_counts(rng, k * n_boot, s)
+        problems, seeds = problems.reshape(k, n_boot, p), seeds.reshape(k, n_boot, s)   # draws of each cluster
+        means = np.einsum("ksp,kbp,kbs->kb", part, problems, seeds, optimize=True) / (s * p)
+        sd[start:start + chunk] = means.std(axis=1)
+    half = sps.t.ppf(0.5 + LEVEL / 2, s - 1) * sd * np.sqrt(s / (s - 1))
+    return mean - half, mean + half
+
+
 def _bootstrap(stat: str, samples: list[np.ndarray], difference: bool = False) -> tuple[float, float]:
     lo, hi = bootstrap_bounds(stat, [s[None, :] for s in samples], difference)
     return float(lo[0]), float(hi[0])
@@ -179,7 +220,8 @@ def one_sample(values, test: str, lo=None, hi=None) -> Estimate:
     raise ValueError(f"unknown test {test!r}; use {', '.join(MIN_N)}")
 
 
-def effect(method, baseline, test: str, method_lo=None, method_hi=None, base_lo=None, base_hi=None) -> Estimate:
+def effect(method, baseline, test: str, method_lo=None, method_hi=None, base_lo=None, base_hi=None,
+           method_items=None, base_items=None) -> Estimate:
     """Effect of method over baseline (method - baseline) with a 95% interval.
 
     paired_t: seeds are paired (same seed, same data) - the difference per seed, t interval.
@@ -188,6 +230,18 @@ def effect(method, baseline, test: str, method_lo=None, method_hi=None, base_lo=
     difference's interval is the conservative [lo_m - hi_b, hi_m - lo_b].
     """
     m, b = np.asarray(method, dtype=float), np.asarray(baseline, dtype=float)
+    if test == "cluster_bootstrap":   # method_items / base_items: (seeds, problems), paired by row and column
+        if method_items is None or base_items is None:
+            raise ValueError("cluster_bootstrap needs per-problem outcomes (the records' <metric>_items lists)")
+        mi, bi = np.asarray(method_items, dtype=float), np.asarray(base_items, dtype=float)
+        if mi.shape != bi.shape or mi.ndim != 2:
+            raise ValueError(f"cluster_bootstrap needs the same seeds and problems for method and baseline, "
+                             f"got {mi.shape} and {bi.shape}")
+        d = mi - bi
+        lo, hi = cluster_bounds(d)
+        return Estimate(float(d.mean()), float(lo[0]), float(hi[0]), d.shape[0],
+                        f"seed x problem cluster bootstrap ({d.shape[1]} problems), 95% t interval of the "
+                        "mean difference")
     if test == "paired_t":
         if m.shape != b.shape:
             raise ValueError("paired test needs the same seeds for method and baseline")

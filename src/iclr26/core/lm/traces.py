@@ -4,7 +4,9 @@ A problem is a start value and `n_ops` operations `+d` / `-d` modulo `modulus`; 
 final value. The teacher's trace (the thinking text) is a list of steps joined by the step
 separator, each step one of:
     comp     "+ 4 = 7"        a computation step: the answer needs it
-    restate  "so 7"           redundant: repeats the value just computed
+    restate  "so 7"           redundant: repeats the value just computed (restate: value), or the
+                              problem's start value (restate: start: a question copy, so that no
+                              redundant step carries a computed value)
     repeat   "that + 4"       redundant: repeats the operation just applied (a question copy)
     filler   "ok check"       redundant: a filler phrase drawn from `filler_vocab_size` words
     fix      "wait + 4 = 7"   reflection after a wrong comp step that corrects it (useful)
@@ -13,7 +15,11 @@ Knobs (the `data.<dataset>` config): modulus, max_operand, n_ops [lo, hi] (diffi
 redundant steps among the comp+redundant steps), filler_vocab_size (1 = deterministic filler),
 error_rate and fix_rate (a comp step is wrong with error_rate; a fix follows with fix_rate, and an
 unfixed error carries on to a wrong trace answer), check_rate_easy / check_rate_hard with
-easy_max_ops (redundant re-checks of right steps, mostly on easy problems: overthinking).
+easy_max_ops (redundant re-checks of right steps, mostly on easy problems: overthinking),
+restate (value | start, default value: what a restatement step repeats), alternate_rate and
+alternate_max (default 0: none): a re-check of the final step is, with alternate_rate, a path switch
+of 1..alternate_max pairs "wait + 4 = 2" (a wrong candidate, kind `switch`) then "wait + 4 = 7" (back
+to the value, kind `check`): the card 03 alternating re-checks, whose step confidences swing.
 """
 from __future__ import annotations
 
@@ -52,9 +58,13 @@ def make_row(rng: np.random.Generator, spec: dict) -> dict:
     fillers = FILLERS[: int(spec.get("filler_vocab_size", 1))]
     easy = n_ops <= int(spec.get("easy_max_ops", 0))
     check_rate = float(spec.get("check_rate_easy" if easy else "check_rate_hard", 0.0))
+    alternate_rate, alternate_max = float(spec.get("alternate_rate", 0.0)), int(spec.get("alternate_max", 1))
+    restate = spec.get("restate", "value")
+    if restate not in ("value", "start"):
+        raise ValueError(f"restate must be value or start, got {restate!r}")
     truth, value = start, start
     steps, kinds = [], []
-    for op, d in ops:
+    for step_no, (op, d) in enumerate(ops):
         truth = _apply(truth, op, d, m)
         right = _apply(value, op, d, m)
         wrong = rng.random() < float(spec.get("error_rate", 0.0))
@@ -64,10 +74,17 @@ def make_row(rng: np.random.Generator, spec: dict) -> dict:
             value = right
             steps.append(f"{REFLECTION} {op} {d} = {value}"), kinds.append("fix")
         elif not wrong and rng.random() < check_rate:
-            steps.append(f"{REFLECTION} {op} {d} = {value}"), kinds.append("check")
+            # path switching, after the final step only (card 03); no draw when off
+            if alternate_rate > 0 and step_no == n_ops - 1 and rng.random() < alternate_rate:
+                for _ in range(int(rng.integers(1, alternate_max + 1))):
+                    steps.append(f"{REFLECTION} {op} {d} = {(value + int(rng.integers(1, m))) % m}")
+                    kinds.append("switch")
+                    steps.append(f"{REFLECTION} {op} {d} = {value}"), kinds.append("check")
+            else:
+                steps.append(f"{REFLECTION} {op} {d} = {value}"), kinds.append("check")
         for j in range(n_red):
             kind = REDUNDANT_CYCLE[j % len(REDUNDANT_CYCLE)]
-            text = {"restate": f"so {value}", "repeat": f"that {op} {d}",
+            text = {"restate": f"so {value if restate == 'value' else start}", "repeat": f"that {op} {d}",
                     "filler": f"{fillers[int(rng.integers(0, len(fillers)))]} check"}[kind]
             steps.append(text), kinds.append(kind)
     problem = " ".join([str(start)] + [f"{op} {d}" for op, d in ops])

@@ -7,9 +7,11 @@ PAPER = Paper(
     arxiv="2603.12372", openreview="cJseWJJ5IM", code="https://github.com/yu-lin-li/ReBalance",
     methods=("original", "keyword_suppression", "static_steering", "rebalance"),  # table rows, in order
     datasets=("math",),
-    metrics=("accuracy", "acc_hard", "thinking_tokens", "len_correct", "len_incorrect", "errors_fixed", "reflections"),
+    metrics=("accuracy", "acc_hard", "thinking_tokens", "len_correct", "len_incorrect", "errors_fixed", "reflections",
+             "format_ok", "reflect_rate", "probe_format_ok"),
     figures=("accuracy_vs_thinking_tokens.png",),
     stage_module="iclr26.papers.rebalance.stages",
+    training_free=("original", "keyword_suppression"),  # train() fits nothing for them (stages.train)
     gpu_stages=("prepare", "evaluate"),   # prepare calibrates (one pass, shared by both steering arms); train is numpy
     data_reads=("model", "base", "format", "method", "eval"),  # prepare trains (tiny) or loads the model, calibrates
 )

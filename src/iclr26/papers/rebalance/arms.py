@@ -2,8 +2,10 @@
 
 original             the model as it is
 keyword_suppression  NoWait-like: the reflection keywords can never be sampled
-static_steering      SEAL-like: at every step boundary inside <think>, h <- h + alpha v with the
-                     calibrated alpha = low_val_1 (the push that moves the positive mean across)
+static_steering      SEAL-like: at every step boundary inside <think>, h <- h + alpha v with one
+                     fixed alpha (`steering["alpha"]`: the strongest fraction of low_val_1 on the
+                     config's grid that keeps the output format on the calibration set, chosen in
+                     prepare by calibration.static_strength; low_val_1 itself when absent)
 rebalance            the same push with alpha from the control function of the step just finished:
                      its confidence c (mean max-prob of its tokens) and var = (c - c_prev)^2 / 4
 
@@ -11,6 +13,8 @@ The official code adds its steering vector to hidden_states[layer], the input of
 `layer` (modeling_qwen2_dynamic_3D.py), which is what core.lm.hooks shifts.
 """
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
@@ -38,6 +42,7 @@ def sample(model, fmt, rows: list[dict], cfg: dict, seed: int, arm: str, steerin
     end_think = fmt.end_think_id
     controller = control.Controller(steering, cfg["method"]["slope"], cfg["method"]["high_val_2"])
     vector = np.asarray(steering["vector"], dtype=np.float32)
+    static_alpha = steering.get("alpha", steering["low_val_1"]) if arm == "static_steering" else None
     state = {}  # row -> (position where the current step started, confidence of the previous step)
 
     def before_token(rows_idx, last, gen):
@@ -49,10 +54,27 @@ def sample(model, fmt, rows: list[dict], cfg: dict, seed: int, arm: str, steerin
             start, c_prev = state.get(row, (0, None))
             c = float(np.mean(gen.maxprob[row][start:-1])) if len(tokens) - 1 > start else 1.0
             var = control.variance_proxy(c, c_prev)
-            alphas[b] = steering["low_val_1"] if arm == "static_steering" else controller.alpha(c, var)
+            alphas[b] = static_alpha if arm == "static_steering" else controller.alpha(c, var)
             state[row] = (len(tokens), c)
         hook.set_shift(alphas, vector)
 
-    with LayerHook(model, cfg["method"]["layer"]) as hook:
+    with LayerHook(model, cfg["method"]["layer"]) as hook, fresh_alpha_at_prefill(model, hook):
         return generation.generate(model, prompts, tokenizer.pad_token_id, tokenizer.eos_token_id,
-                                   before_token=before_token, **kwargs)
+                                   before_token=before_token, resume_key=[arm, static_alpha, steering], **kwargs)
+
+
+@contextlib.contextmanager
+def fresh_alpha_at_prefill(model, hook: LayerHook):
+    """No alpha at a chunk's first pass (the prefill, the only pass without a cache): before_token
+    sets alpha before every later pass, but not before a prefill, so without this reset the last
+    pass of the previous chunk would shift the next chunk's prompt (and crash when the chunks
+    differ in size: issue 11, item 5)."""
+    def reset(module, args, kwargs):
+        if kwargs.get("cache") is None and kwargs.get("past_key_values") is None:
+            hook.set_shift(None)
+
+    handle = model.register_forward_pre_hook(reset, with_kwargs=True)
+    try:
+        yield
+    finally:
+        handle.remove()

@@ -4,7 +4,12 @@ and turn them into the steering vector, its LDA magnitudes and the quartiles of 
 The official collection pass decodes greedily (transformer_inference_dp.py: do_sample=False), reads
 the prototypes from hidden_states[layer] (the input of decoder layer `layer`, what core.lm.hooks
 captures) at the first token after each blank line, and splits thinking steps at "\\n\\n+" in the
-text, as core.lm.formats does.
+text, as core.lm.formats does. Steering, though, shifts the state at the boundary token itself (the
+token that completes the blank line, whose output picks the step's first token). `method.read_at`
+chooses where the prototypes are read: `first_token` (official) or `boundary` (where the shift is
+applied; our default, a disclosed deviation: in a 2-layer model the state at the first token is
+mostly that token's own embedding, "wait" for every reflection step, so the official read gives a
+vector that, added one position earlier, raises P(wait) instead of lowering it).
 """
 from __future__ import annotations
 
@@ -13,11 +18,13 @@ import re
 import numpy as np
 import torch
 
-from iclr26.core.errors import DataError
+from iclr26.core.errors import ConfigError, DataError
 from iclr26.core.lm.hooks import LayerHook
 
 from . import control
 from .arms import sample
+
+READ_AT = {"first_token": 0, "boundary": 1}   # positions before a step's first token
 
 
 def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
@@ -26,6 +33,10 @@ def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
     method = cfg["method"]
     gen = sample(model, fmt, rows, cfg, seed + 10_000, "original", temperature=method["calibration_temperature"])
     cue = re.compile(r"\b(?:" + "|".join(re.escape(w.lower()) for w in method["cue_words"]) + r")\b")
+    read_at = method.get("read_at", "first_token")
+    if read_at not in READ_AT:
+        raise ConfigError(f"method.read_at must be one of {', '.join(READ_AT)}, got {read_at!r}")
+    offset = READ_AT[read_at]
     conf, cues, hidden, variances, labelled_conf = [], [], [], [], []
     prompts = fmt.prompt_ids_many([r["problem"] for r in rows])
     with LayerHook(model, method["layer"], capture=True) as hook, torch.no_grad():
@@ -42,22 +53,37 @@ def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
                     variances.append(control.variance_proxy(conf[-1], c_prev))
                 c_prev = conf[-1]
             # steps after a boundary: the official code reads the state at the first token after
-            # each blank line (expected_offset = 1), so never step 0
+            # each blank line (expected_offset = 1), so never step 0; `boundary` reads one token
+            # earlier, at the token that completes the separator (where arms.py shifts it)
             for i in range(1, len(spans)):
                 cues.append(bool(cue.search(texts[i].lower())))
-                hidden.append(hook.captured[0, len(prompt) + spans[i][0]].float().cpu().numpy())
+                hidden.append(hook.captured[0, len(prompt) + spans[i][0] - offset].float().cpu().numpy())
                 labelled_conf.append(conf[-len(spans) + i])
     if not hidden:
         raise DataError("calibration: no sampled trace has more than one step; no step state to label")
     all_conf = np.array(conf)
     conf, cues, hidden = np.array(labelled_conf), np.array(cues), np.stack(hidden)
-    positive, negative, q25, q75 = control.labels(conf, cues, reference=all_conf)
+    # the official quartiles scan every step; `quartiles_over: labelled` takes them over the labelled
+    # steps (those after a boundary, where steering acts) only
+    over = method.get("quartiles_over", "all")
+    if over not in ("all", "labelled"):
+        raise ConfigError(f"method.quartiles_over must be all or labelled, got {over!r}")
+    positive, negative, q25, q75 = control.labels(conf, cues, reference=all_conf if over == "all" else None)
     if not positive.any() or not negative.any():
         raise DataError(f"calibration: {len(conf)} steps gave {int(positive.sum())} positive and "
                         f"{int(negative.sum())} negative steps; the steering vector needs both "
                         "(more calibration problems)")
     vector = control.steering_vector(hidden, positive, negative)
-    low1, low2 = control.lda_magnitudes(hidden, positive, negative, vector, method.get("lda_threshold", "official"))
+    if not np.linalg.norm(vector) > 0:
+        raise DataError(f"calibration (seed {seed}): the positive and negative prototypes are equal at layer "
+                        f"{method['layer']} ({read_at}), e.g. the embedding layer read at the boundary token; "
+                        "read a later layer")
+    threshold = method.get("lda_threshold", "official")
+    low1, low2 = control.lda_magnitudes(hidden, positive, negative, vector, threshold)
+    if not low1 < 0:
+        raise DataError(f"calibration (seed {seed}): low_val_1 = {low1:.3g} >= 0 with the {threshold} LDA threshold, "
+                        "so steering at alpha = low_val_1 would do nothing (or push toward reflection); "
+                        "use method.lda_threshold=midpoint or more calibration problems")
     # the controller's thresholds are the offline quartiles (of exp mean log-prob), as shipped, while the
     # online c it compares them with is the mean max-prob of the step (modeling_qwen2_dynamic_3D.py)
     q25v, q75v = np.quantile(variances, [0.25, 0.75]) if variances else (0.0, 0.0)
@@ -65,3 +91,38 @@ def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
             "q25v": float(q25v), "q75v": float(q75v), "label_q25": q25, "label_q75": q75,
             "n_steps": int(len(conf)), "n_positive": int(positive.sum()), "n_negative": int(negative.sum()),
             "vector_norm": float(np.linalg.norm(vector))}
+
+
+def probe_rows(rows: list[dict], cfg: dict) -> list[dict]:
+    """The calibration problems on which steering is checked (the first method.probe_problems)."""
+    return rows[: int(cfg["method"].get("probe_problems", len(rows)))]
+
+
+def probe(model, fmt, rows: list[dict], cfg: dict, seed: int, arm: str, steering: dict | None, dataset: str,
+          stream: int = 0) -> dict:
+    """format_ok and reflect_rate (scoring.boundary_behaviour) of the traces an arm samples on the
+    probe problems of the calibration set, at the evaluation temperature (seed apart from the test's;
+    `stream` gives each grid point its own: core.lm.generate's resumable store at full scale keys a
+    call by prompts, settings and seed, not by the steering strength)."""
+    from .scoring import boundary_behaviour
+
+    gen = sample(model, fmt, probe_rows(rows, cfg), cfg, seed + 20_000 + 1_000 * stream, arm, steering)
+    return boundary_behaviour(cfg, dataset, fmt, [fmt.parse(t) for t in gen.tokens])
+
+
+def static_strength(model, fmt, rows: list[dict], cfg: dict, seed: int, calibration: dict, dataset: str) -> dict:
+    """The SEAL-like baseline's one fixed alpha, chosen on the calibration set before any test trace:
+    the strongest alpha = f * low_val_1 over f in method.static_grid whose probe traces keep the
+    output format (format_ok within method.static_format_tolerance of the unsteered model's); 0 when
+    none does (the static arm is then the original model, and says so)."""
+    method = cfg["method"]
+    base = probe(model, fmt, rows, cfg, seed, "original", None, dataset)
+    chosen, grid = 0.0, []
+    for i, f in enumerate(sorted(float(x) for x in method["static_grid"])):
+        alpha = f * calibration["low_val_1"]
+        result = probe(model, fmt, rows, cfg, seed, "static_steering", {**calibration, "alpha": alpha}, dataset,
+                       stream=i + 1)
+        grid.append({"alpha": alpha, **result})
+        if result["format_ok"] >= base["format_ok"] - float(method["static_format_tolerance"]):
+            chosen = alpha
+    return {"alpha": chosen, "original": base, "grid": grid}

@@ -122,9 +122,10 @@ class Controller:
 
 def steering_rule(arm: str, cal: dict, method: dict) -> dict:
     """What a steering arm applies at a step boundary, from its seed's calibration: static_steering
-    the constant alpha = low_val_1; rebalance the control function, whose slope k is fitted here."""
+    one fixed alpha (the strength prepare chose on the calibration set, `cal["static"]`, else
+    low_val_1); rebalance the control function, whose slope k is fitted here."""
     if arm == "static_steering":
-        return {"arm": arm, "alpha": cal["low_val_1"]}
+        return {"arm": arm, "alpha": cal["static"]["alpha"] if "static" in cal else cal["low_val_1"]}
     controller = Controller(cal, method["slope"], method["high_val_2"])
     return {"arm": arm, "k": controller.k, "gm": controller.gm, "F_q25c": controller.baseline(controller.q25c),
             "F_1": controller.baseline(1.0), "alpha_min": min(controller.low1, controller.low2),

@@ -9,12 +9,15 @@ prepare   the reasoning model and its calibration, which both steering arms shar
           model.source). Then, per seed, Phase A/B (calibration.py): the model writes traces on the
           calibration set; steps get confidences and layer-l states; the prototypes give the
           steering vector, its LDA magnitudes and the quartiles.
+          prepare also picks the static baseline's one fixed alpha on the calibration set
+          (calibration.static_strength: the strongest on a grid that keeps the output format).
 train     ReBalance is training-free; a steering arm turns the seed's calibration into its rule
-          (static_steering: alpha = low_val_1 at every boundary; rebalance: the control function
+          (static_steering: that fixed alpha at every boundary; rebalance: the control function
           fitted to the quartiles, control.py). original / keyword_suppression: nothing.
-evaluate  every arm samples the test traces (temperature 0.7) and is scored (scoring.py): accuracy
-          (all and on hard problems), thinking tokens, lengths of correct and incorrect traces,
-          errors fixed.
+evaluate  every arm samples the test traces (eval.temperature) and is scored (scoring.py): accuracy
+          (all and on hard problems, with the per-problem outcomes for the cluster bootstrap),
+          thinking tokens, lengths of correct and incorrect traces, errors fixed, format kept; and
+          samples the calibration probe problems, whose reflect_rate is the steering precondition.
 
 The modules that use torch (calibration, arms, core.lm.stages) are imported inside the stage
 functions: tabulate imports this module for `figures` and needs no torch.
@@ -40,7 +43,7 @@ def acquire(job) -> dict:
 def prepare(job) -> dict:
     from iclr26.core.lm.stages import load_model, train_base_models
 
-    from .calibration import calibrate
+    from .calibration import calibrate, static_strength
 
     info = {}
     if not job.cfg["model"].get("source"):
@@ -51,6 +54,7 @@ def prepare(job) -> dict:
     def calibrate_one(key: str) -> dict:
         model, fmt = load_model(job, seeds[key], base_dir=job.out_dir)
         calibration = calibrate(model, fmt, rows, job.cfg, seeds[key])
+        calibration["static"] = static_strength(model, fmt, rows, job.cfg, seeds[key], calibration, DATASET)
         write_json(job.out_dir / f"{key}.json", calibration)
         return {k: v for k, v in calibration.items() if k != "vector"}
 
@@ -81,15 +85,20 @@ def evaluate(job) -> dict:
     from iclr26.core.lm.stages import load_model
 
     from .arms import sample
+    from .calibration import probe
     from .scoring import score
 
     rows = read_jsonl(job.raw_dir(DATASET) / "test.jsonl")
+    calibration_rows = read_jsonl(job.raw_dir(DATASET) / "calibration.jsonl")
     records = []
     for seed in job.seeds:
         model, fmt = load_model(job, seed, base_dir=job.prepared_dir(DATASET))
         steering = read_json(job.out_dir / f"steering_s{seed}.json") if job.method in STEERED else None
         gen = sample(model, fmt, rows, job.cfg, seed, job.method, steering)
-        records.append({"seed": seed, **score(job.cfg, DATASET, fmt, rows, gen.tokens)})
+        checked = probe(model, fmt, calibration_rows, job.cfg, seed, job.method, steering, DATASET)
+        records.append({"seed": seed, **score(job.cfg, DATASET, fmt, rows, gen.tokens),
+                        "reflect_rate": checked["reflect_rate"], "probe_format_ok": checked["format_ok"],
+                        "alpha": steering.get("alpha", float("nan")) if steering else float("nan")})
     return {"records": records}
 
 
