@@ -236,8 +236,14 @@ def test_steps_to_target_and_curve():
 
 
 # ----------------------------------------------------------------------------- full-scale paths, offline
-def test_full_scale_model_comes_from_a_saved_config_and_is_trained_from_scratch(tmp_path):
+def test_full_scale_model_is_vit_s_trained_from_scratch_or_a_saved_configs_shape(tmp_path):
     from transformers import ViTConfig, ViTForImageClassification
+
+    from iclr26.papers.conditioned_init.model import build_config
+
+    shape = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+    full = build_config(compose_job_config(SLUG, "full")["model"])
+    assert tuple(getattr(full, k) for k in shape) == (384, 12, 6, 1536)   # ViT-S, stated: nothing to download
 
     torch.manual_seed(0)  # both inits below draw from the global RNG
     saved = ViTForImageClassification(ViTConfig(hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
@@ -245,7 +251,8 @@ def test_full_scale_model_comes_from_a_saved_config_and_is_trained_from_scratch(
     saved.save_pretrained(tmp_path / "hub_model")
     cfg = compose_job_config(SLUG, "full")
     model_cfg = {**cfg["model"], "source": str(tmp_path / "hub_model"), "revision": None,
-                 "attn_implementation": "eager"}
+                 "attn_implementation": "eager",   # a saved config's shape instead of the stated one
+                 "config": {k: v for k, v in cfg["model"]["config"].items() if k not in shape}}
     model = build_model(model_cfg)
     c = model.config
     assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads) == (48, 2, 3)       # from the saved config
