@@ -657,7 +657,8 @@ def _print_plan(plans: dict, scale: str, retries: int, out) -> None:
         stages = ", ".join(f"{stage} {n}" for stage, n in plan["jobs"].items())
         out(f"  {slug}: {stages}; {plan['gpu_hours']:,.0f} GPU-hours")
         for (stage, seconds, granted, how, basis, ok), items in plan["runtime"].items():
-            which = f" ({', '.join(items)})" if len(plan["runtime"]) and _differs(plan["runtime"], stage) else ""
+            names = ", ".join(dict.fromkeys(items))
+            which = f" ({names})" if len(plan["runtime"]) and _differs(plan["runtime"], stage) else ""
             out(f"    {stage}{which}: ~{seconds / 3600:.1f} h per job, allowed {granted / 60:.1f} h ({how})"
                 f"{'' if ok else ': TOO LONG'}; {basis}")
         if plan["memory"] is not None:
