@@ -46,7 +46,7 @@ def test_grpo_reward_terms_are_the_official_ones():
 
 def test_pruning_diagnostics_and_the_sft_rule():
     from iclr26.papers.step_entropy.finetune import sft_rule
-    from iclr26.papers.step_entropy.pruning import compress, necessary_kept, needed_steps, score_by_kind
+    from iclr26.papers.step_entropy.pruning import compress, necessary_kept, needed_steps, only_needed, score_by_kind
 
     traces = [{"steps": ["+ 1 = 3", "so 3", "ok check", "wait - 2 = 1"], "scores": [2.0, 0.1, 0.2, 1.5]},
               {"steps": ["so 4", "that + 1"], "scores": [0.3, 0.4]}]
@@ -55,6 +55,8 @@ def test_pruning_diagnostics_and_the_sft_rule():
     steps, masked = compress(traces[0], 0.5, "low_entropy", np.random.default_rng(0))
     assert steps == ["+ 1 = 3", "[SKIP]", "[SKIP]", "wait - 2 = 1"] and masked == {1, 2}
     assert necessary_kept(needed, [masked, set()]) == 1.0            # the trace without needed steps is left out
+    assert only_needed(traces[0], needed[0]) == ["+ 1 = 3", "[SKIP]", "[SKIP]", "wait - 2 = 1"]   # the oracle
+    assert only_needed(traces[1], needed[1]) == ["[SKIP]", "[SKIP]"]
     assert necessary_kept(needed, [{0, 1}, set()]) == 0.5
     assert math.isnan(necessary_kept([[], []], [set(), set()]))
     assert score_by_kind(traces) == {"score_comp": pytest.approx(1.75), "score_redundant": pytest.approx(0.25)}
@@ -104,3 +106,123 @@ def test_full_scale_path_on_a_hub_layout_model_offline(workdir, hub_model_dir, h
     assert set(records[records["stage"] == "sft"]["method"]) == {"full_cot", "low_entropy", "random"}
     sft_tok = load_tokenizer(workdir / "runs/full/step_entropy/low_entropy/s0/sft_s0/tokenizer")
     assert len(sft_tok) == len(load_tokenizer(hub_model_dir))     # no token added: [SKIP] stays text
+
+
+def test_scores_without_skip_renormalise_the_models_own_distribution():
+    """The scorer's entropies exclude [SKIP]: with nothing excluded they are what the generation
+    reports; with [SKIP] excluded they are the entropy and log-prob of p renormalised without it,
+    H(q) = (H(p) - h(s)) / (1 - s) with s = p([SKIP]) and h the binary entropy."""
+    import torch
+
+    from iclr26.core.lm import generate as generation
+    from iclr26.core.lm import traces
+    from iclr26.core.lm.formats import TagFormat
+    from iclr26.core.lm.model import build_model
+    from iclr26.core.lm.tokenizer import SKIP, build_tokenizer
+    from iclr26.papers.step_entropy.own_traces import own_traces, stats_without
+
+    tokenizer = build_tokenizer(traces.vocabulary(10))
+    fmt = TagFormat(tokenizer)
+    model = build_model({"config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                                    "num_attention_heads": 2}}, tokenizer, seed=0).eval()
+    skip = tokenizer.convert_tokens_to_ids(SKIP)
+    prompts = fmt.prompt_ids_many(["3 + 1 - 2", "7 - 1 - 1 + 2"])
+    out = generation.generate(model, prompts, tokenizer.pad_token_id, tokenizer.eos_token_id, 12, seed=0)
+    entropy, logprob = stats_without(model, prompts, out.tokens, tokenizer.pad_token_id, [])
+    for ours, theirs in ((entropy, out.entropy), (logprob, out.logprob)):
+        assert [len(r) for r in ours] == [len(r) for r in theirs]
+        assert np.allclose(np.concatenate(ours), np.concatenate(theirs), atol=1e-4)
+    entropy_q, logprob_q = stats_without(model, prompts, out.tokens, tokenizer.pad_token_id, [skip])
+    with torch.no_grad():   # s = p([SKIP]) of every generated position, teacher-forced
+        s = [torch.softmax(model(input_ids=torch.tensor([p + g])).logits[0, len(p) - 1: len(p) - 1 + len(g)], -1)
+             [:, skip].numpy() for p, g in zip(prompts, out.tokens)]
+    s, h_p = np.concatenate(s), np.concatenate(out.entropy)
+    assert s.min() > 0.01                                       # the exclusion is not a no-op here
+    binary = -(s * np.log(s) + (1 - s) * np.log(1 - s))
+    assert np.allclose(np.concatenate(entropy_q), (h_p - binary) / (1 - s), atol=1e-4)
+    chosen_skip = np.concatenate(out.tokens) == skip            # a [SKIP] written has no mass left under q
+    assert np.all(np.isneginf(np.concatenate(logprob_q)[chosen_skip]))
+    assert np.allclose(np.concatenate(logprob_q)[~chosen_skip],
+                       (np.concatenate(out.logprob) - np.log(1 - s))[~chosen_skip], atol=1e-4)
+    rows = [{"problem": "3 + 1 - 2", "answer": "2"}, {"problem": "7 - 1 - 1 + 2", "answer": "7"}]
+    cfg = {"max_new_tokens": 12, "step_score": "sum_entropy"}
+    plain = own_traces(model, fmt, rows, cfg, 0)
+    without = own_traces(model, fmt, rows, {**cfg, "score_without_skip": True}, 0)
+    assert [t["steps"] for t in plain] == [t["steps"] for t in without]          # the same greedy trace
+    assert [t["scores"] for t in plain] != [t["scores"] for t in without]
+
+
+def test_restatements_of_the_start_value_leave_no_computed_value_in_redundant_steps():
+    """restate: start (07's setting): no redundant step carries a value the problem does not state,
+    so with every computation step pruned the answer cannot be read off the trace. The default
+    (value, paper 03) is unchanged."""
+    from iclr26.core.lm import traces
+
+    spec = {"modulus": 10, "max_operand": 2, "n_ops": [3, 3], "redundancy": 0.75}
+    default, value = traces.generate(spec, 200, seed=0), traces.generate({**spec, "restate": "value"}, 200, seed=0)
+    assert default == value
+    start = traces.generate({**spec, "restate": "start"}, 200, seed=0)
+    assert [(r["problem"], r["answer"]) for r in start] == [(r["problem"], r["answer"]) for r in default]
+    carried = 0
+    for row, old in zip(start, default):
+        stated = set(row["problem"].split())                    # the start value and the operands
+        steps, old_steps = traces.split_steps(row["trace"]), traces.split_steps(old["trace"])
+        for step, old_step, kind in zip(steps, old_steps, row["kinds"]):
+            if kind == "comp":
+                assert step == old_step
+            else:
+                assert traces.step_kind(step) == "redundant" and set(step.split()) - stated <= {"so", "that", "ok",
+                                                                                                 "check"}
+        carried += row["answer"] in {s.split()[1] for s in old_steps if s.startswith("so ")} - stated
+    assert carried > 50                          # the old restatements did carry the answer on many rows
+    with pytest.raises(ValueError):
+        traces.generate({**spec, "restate": "final"}, 1, seed=0)
+
+
+def test_the_fewer_tokens_claim_is_tested_only_where_the_sft_model_keeps_accuracy():
+    """A joint claim: fewer thinking tokens counts only when accuracy stays within the tolerance
+    of the full-CoT SFT model (its precondition); a model that writes fewer tokens and loses
+    accuracy is untestable here, not a success."""
+    from iclr26.core.claims import check_claim
+    from iclr26.core.config import compose_job_config
+
+    cfg = compose_job_config(SLUG, "tiny")
+    claims = {c["id"]: c for c in cfg["claims"]}
+    tokens = claims["sft_low_entropy_fewer_tokens"]
+    pre = tokens["precondition"]
+    keeps = claims["sft_low_entropy_keeps_accuracy"]
+    assert {k: pre[k] for k in ("metric", "method", "baseline", "direction", "tolerance")} == \
+        {k: keeps[k] for k in ("metric", "method", "baseline", "direction", "tolerance")}
+
+    def records(acc_low):
+        rows = []
+        for seed, (a_full, a_low) in enumerate(zip([0.95, 0.97, 0.96], acc_low)):
+            rows += [{"method": "full_cot", "seed": seed, "stage": "sft", "accuracy": a_full, "thinking_tokens": 44.0},
+                     {"method": "low_entropy", "seed": seed, "stage": "sft", "accuracy": a_low,
+                      "thinking_tokens": 30.0 + seed}]
+        return pd.DataFrame(rows)
+
+    assert check_claim(tokens, records([0.95, 0.97, 0.96]))["verdict"] == "holds"
+    lost = check_claim(tokens, records([0.30, 0.41, 0.35]))
+    assert lost["verdict"] == "untestable here" and "precondition" in lost["reason"]
+
+
+def test_stage_a_claims_are_untestable_when_the_model_cannot_answer_from_its_computation_steps():
+    """Each Stage A claim's precondition: the model answers from its trace with exactly the
+    redundant steps skipped (oracle_drop within the tolerance); else no rule comparison means anything."""
+    from iclr26.core.claims import check_claim
+    from iclr26.core.config import compose_job_config
+
+    stage_a = [c for c in compose_job_config(SLUG, "tiny")["claims"] if c["where"].get("stage") == "prune"]
+    assert len(stage_a) == 4 and all(c["precondition"]["metric"] == "oracle_drop" for c in stage_a)
+    claim = next(c for c in stage_a if c["id"] == "low_entropy_beats_random_at_0.8")
+
+    def records(oracle_drop):
+        return pd.DataFrame([{"method": m, "seed": s, "stage": "prune", "dataset": "reasoning", "kappa": k,
+                              "accuracy": {"low_entropy": 0.9, "random": 0.3}[m] + 0.01 * s, "oracle_drop": d}
+                             for m in ("low_entropy", "random") for s, d in enumerate(oracle_drop)
+                             for k in (0.0, 0.8)])
+
+    assert check_claim(claim, records([0.0, -0.01, 0.0]))["verdict"] == "holds"
+    unreadable = check_claim(claim, records([-0.11, -0.44, -0.81]))
+    assert unreadable["verdict"] == "untestable here" and "precondition" in unreadable["reason"]

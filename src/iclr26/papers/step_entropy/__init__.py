@@ -9,9 +9,10 @@ PAPER = Paper(
     methods=("full_cot", "low_entropy", "random", "high_entropy"),  # table rows, in order
     datasets=("reasoning", "filler_weakness"),  # the headline task and the card's weakness row
     metrics=("accuracy", "acc_drop", "thinking_tokens", "necessary_kept", "score_comp", "score_redundant",
-             "skip_ratio", "comp_steps"),
+             "skip_ratio", "comp_steps", "oracle_drop"),
     figures=("accuracy_vs_mask_ratio.png",),
     stage_module="iclr26.papers.step_entropy.stages",
+    training_free=("high_entropy",),  # not in train.sft_methods: a Stage A baseline only (stages.train)
     gpu_stages=("prepare", "train", "evaluate"),   # prepare writes the model's own traces (one pass, shared)
     data_reads=("model", "base", "format", "method", "train"),  # prepare writes the model's own traces
 )

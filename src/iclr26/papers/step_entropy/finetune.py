@@ -1,6 +1,10 @@
 """Stage B of card 07 (section 2.3): fine-tune the model on its own correct training traces,
 compressed at kappa = sft_kappa by the method's rule (full_cot: uncompressed, the data-matched
 control), then let the fine-tuned model answer from the bare prompt. GRPO is not run (config note).
+
+Tiny: the base model is fine-tuned whole, in one process (core.lm.model.train_lm). Full: the
+official recipe (its sft.py: LoRA r16/alpha16 via peft, max length 2048, lr 2e-5, sharded over the
+job's GPUs) through core.lm.train.train_recipe, which the config's train block states.
 """
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from iclr26.core.lm import generate as generation
 from iclr26.core.lm.model import train_lm
 from iclr26.core.lm.tokenizer import SKIP
 from iclr26.core.lm.traces import step_kind
+from iclr26.core.lm.train import train_recipe, uses_recipe
 
 from . import method
 from .own_traces import sampling
@@ -21,8 +26,9 @@ def sft_rule(method_name: str, cfg: dict) -> tuple[str, float]:
     return ("low_entropy", 0.0) if method_name == "full_cot" else (method_name, float(cfg["train"]["sft_kappa"]))
 
 
-def finetune(model, fmt, own: list[dict], cfg: dict, method_name: str, seed: int, log=None) -> dict:
-    """Fine-tune `model` in place on the compressed own traces; returns the training metrics."""
+def finetune(model, fmt, own: list[dict], cfg: dict, method_name: str, seed: int, log=None) -> tuple[dict, object]:
+    """Fine-tune `model` on the compressed own traces; returns (the training metrics, the trained
+    model to save: `model` itself at tiny scale, a LoRA-wrapped model under the full recipe)."""
     rule, kappa = sft_rule(method_name, cfg)
     kept = [t for t in own if t["correct"]] or own  # smoke-scale models get none right
     rng = np.random.default_rng(seed)
@@ -30,11 +36,15 @@ def finetune(model, fmt, own: list[dict], cfg: dict, method_name: str, seed: int
     examples = fmt.training_examples([t["problem"] for t in kept], [fmt.join_steps(steps) for steps, _ in compressed],
                                      [t["own_answer"] for t in kept])
     sft = cfg["train"]
-    losses = train_lm(model, [e[0] for e in examples], [e[1] for e in examples], fmt.tokenizer.pad_token_id,
-                      sft["steps"], sft["batch_size"], sft["lr"], seed, warmup=sft.get("warmup", 10), log=log)
+    if uses_recipe(sft):
+        model, losses = train_recipe(model, [e[0] for e in examples], [e[1] for e in examples],
+                                     fmt.tokenizer.pad_token_id, {"warmup": 10, **sft}, seed, log=log)
+    else:
+        losses = train_lm(model, [e[0] for e in examples], [e[1] for e in examples], fmt.tokenizer.pad_token_id,
+                          sft["steps"], sft["batch_size"], sft["lr"], seed, warmup=sft.get("warmup", 10), log=log)
     return {"sft_examples": len(examples), "own_accuracy": float(np.mean([t["correct"] for t in own])),
             "necessary_kept": necessary_kept(needed_steps(kept), [m for _, m in compressed]),
-            "final_loss": float(np.mean(losses[-10:]))}
+            "final_loss": float(np.mean(losses[-10:]))}, model
 
 
 def answer_record(model, fmt, rows: list[dict], cfg: dict, method_name: str, seed: int, dataset: str) -> dict:

@@ -4,7 +4,9 @@ For every mask ratio kappa, the method's rule replaces floor(kappa n) steps of e
 by [SKIP]; the compressed thinking is prefilled, closed with `</think>`, and the answer decoded as
 the trace was (the official code samples the answer with the trace's settings). Besides accuracy,
 two diagnostics of the tiny task say why a rule wins or loses: the share of computation steps it
-keeps, and the mean score of computation vs redundant steps.
+keeps, and the mean score of computation vs redundant steps; and a check of the model itself:
+its accuracy when exactly the redundant steps are replaced by [SKIP] (every computation step kept),
+the best any rule can do. If the model cannot answer from that, no rule comparison means anything.
 """
 from __future__ import annotations
 
@@ -30,24 +32,37 @@ def prune_records(model, fmt, traces: list[dict], rule: str, kappas, cfg: dict, 
     thinking tokens, and the diagnostics. `cfg` is the config's `method` block."""
     tokenizer = fmt.tokenizer
     by_kind, needed = score_by_kind(traces), needed_steps(traces)
+
+    def accuracy(thinking: list[str]) -> float:
+        out = generation.generate(model, fmt.prefill_ids_many([t["problem"] for t in traces], thinking),
+                                  tokenizer.pad_token_id, tokenizer.eos_token_id, max_new_tokens=fmt.answer_tokens,
+                                  seed=seed, **sampling(cfg))
+        answers = [fmt.answer_after_prefill(g) for g in out.tokens]
+        return float(np.mean([fmt.is_correct(a, t["answer"]) for a, t in zip(answers, traces)]))
+
+    oracle = float("nan")
+    if any(needed):   # tiny task: every step but the needed ones replaced by [SKIP]
+        oracle = accuracy([fmt.join_steps(only_needed(t, keep)) for t, keep in zip(traces, needed)])
     records, base_acc = [], None
     for kappa in kappas:
         rng = np.random.default_rng([seed, int(round(kappa * 100))])
         compressed = [compress(t, kappa, rule, rng) for t in traces]
         thinking = [fmt.join_steps(steps) for steps, _ in compressed]
-        out = generation.generate(model, fmt.prefill_ids_many([t["problem"] for t in traces], thinking),
-                                  tokenizer.pad_token_id, tokenizer.eos_token_id, max_new_tokens=fmt.answer_tokens,
-                                  seed=seed, **sampling(cfg))
-        answers = [fmt.answer_after_prefill(g) for g in out.tokens]
-        acc = float(np.mean([fmt.is_correct(a, t["answer"]) for a, t in zip(answers, traces)]))
+        acc = accuracy(thinking)
         base_acc = acc if kappa == 0 else base_acc
         records.append({"seed": seed, "dataset": dataset, "stage": "prune", "kappa": float(kappa),
                         "accuracy": acc, "acc_drop": acc - base_acc if base_acc is not None else float("nan"),
                         "thinking_tokens": float(np.mean([len(ids) for ids in fmt.encode_many(thinking)])),
                         "necessary_kept": necessary_kept(needed, [m for _, m in compressed]),
+                        "oracle_drop": oracle - base_acc if base_acc is not None else float("nan"),
                         **by_kind, "n": len(traces),
                         "steps_per_trace": float(np.mean([len(t["steps"]) for t in traces]))})
     return records
+
+
+def only_needed(trace: dict, needed: list[int]) -> list[str]:
+    """The trace with every step but the needed ones replaced by [SKIP] (the oracle compression)."""
+    return method.compress(trace["steps"], set(range(len(trace["steps"]))) - set(needed))
 
 
 def needed_steps(traces: list[dict]) -> list[list[int]]:

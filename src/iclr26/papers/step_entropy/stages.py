@@ -84,7 +84,7 @@ def train(job) -> dict:
         seed = seeds[key]
         model, fmt = load_model(job, seed, base_dir=job.prepared_dir(MAIN))
         own = read_jsonl(job.prepared_dir(MAIN) / f"own_train_s{seed}.jsonl")
-        metrics = finetune(model, fmt, own, job.cfg, job.method, seed, log=job.log)
+        metrics, model = finetune(model, fmt, own, job.cfg, job.method, seed, log=job.log)
         save_finetuned(model, fmt.tokenizer, job.out_dir / f"sft_{key}")
         return metrics
 
