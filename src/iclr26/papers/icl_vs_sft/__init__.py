@@ -10,8 +10,10 @@ PAPER = Paper(
     openreview="cJAtzOcAnd",
     methods=("icl", "sft"),   # the two learning algorithms, on the same k shots of each task
     datasets=("tasks",),      # the 2-D linear classification tasks (synthetic at every scale)
-    metrics=("acc", "acc_pro", "acc_anti", "prior_gap", "confidence", "label_var_frac",
-             "r2_irrelevant_last", "r2_relevant_last", "r2_irrelevant_mid", "r2_relevant_mid"),
+    metrics=("acc", "acc_pro", "acc_anti", "prior_gap", "confidence", "overconfidence", "label_var_frac",
+             "label_var_frac_mid", "label_var_frac_mid_pred", "label_var_frac_last_flat",
+             "r2_irrelevant_last", "r2_relevant_last", "r2_irrelevant_mid", "r2_relevant_mid",
+             "r2_selectivity_last", "r2_selectivity_mid"),
     figures=("learning_curves.png", "probes_by_layer.png"),
     stage_module="iclr26.papers.icl_vs_sft.stages",
     gpu_stages=("train",),    # both learners run in train; evaluate averages their JSON results

@@ -2,9 +2,15 @@
 the query tokens' hidden states, and the per-(seed, k) record built from them.
 
 - accuracy: argmax over the two label tokens against the true label;
-- confidence: mean max-probability over the two labels (renormalised over them);
-- label-axis variance fraction: between-class over total variance of the last layer's query states
-  (1 = every state sits on its class mean, i.e. collapsed onto the label axis);
+- confidence: mean max-probability over the two labels (renormalised over them); over-confidence:
+  confidence minus accuracy (a learner trained to zero loss on its shots is confident by
+  construction; being more confident than it is right is the claim that can fail: audit finding 3);
+- label-axis variance fraction: between-class over total variance of the query states, at every
+  layer, after projecting out the label readout direction (the difference of the two labels'
+  output embeddings: the last layer feeds the tied unembedding, so its label axis is the output,
+  not a representation; audit finding 4), with the true labels (the claim) and the predicted ones;
+  1 = every state sits on its class mean, i.e. collapsed onto the label axis. The raw last-layer
+  fraction (the card's trial metric) is kept for the table;
 - probes: ridge regression (scikit-learn RidgeCV, alpha by leave-one-out on the fitting half) of the
   relevant coordinate (w.x) and the irrelevant one (along the boundary) from each layer's query
   states, fit on one half of the task's queries and scored (R^2) on the other half.
@@ -26,6 +32,11 @@ def label_var_fraction(h: np.ndarray, y: np.ndarray) -> float:
     return between / total
 
 
+def without_direction(h: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """States h (n, d) with their component along the unit vector u (d,) removed."""
+    return h - np.outer(h @ u, u)
+
+
 def probe_r2(h: np.ndarray, targets: np.ndarray, alphas) -> np.ndarray:
     """Split-half R^2 of ridge probes, one per column of targets (n, t), each with its own alpha:
     fit on the first half of the queries, score the second."""
@@ -41,15 +52,22 @@ def probe_r2(h: np.ndarray, targets: np.ndarray, alphas) -> np.ndarray:
                     multioutput="raw_values")
 
 
-def task_measures(task: dict, probs: np.ndarray, hidden: np.ndarray, alphas) -> dict:
-    """probs (n, 2) over the labels; hidden (layers + 1, n, d) at the query token."""
+def task_measures(task: dict, probs: np.ndarray, hidden: np.ndarray, readout: np.ndarray, alphas) -> dict:
+    """probs (n, 2) over the labels; hidden (layers + 1, n, d) at the query token; readout (d,): the
+    unit direction E_A - E_B of the labels' output embeddings (the learner's own weights)."""
     relevant, irrelevant, y = data.coordinates(task)
+    pred = probs.argmax(axis=1)
     r2s = [probe_r2(h, np.c_[relevant, irrelevant], alphas) for h in hidden]
+    flat = [without_direction(h, readout) for h in hidden]
+    acc, confidence = float((pred == y).mean()), float(probs.max(axis=1).mean())
     return {
         "side": task["side"],
-        "acc": float((probs.argmax(axis=1) == y).mean()),
-        "confidence": float(probs.max(axis=1).mean()),
-        "label_var_frac": label_var_fraction(hidden[-1], y),
+        "acc": acc,
+        "confidence": confidence,
+        "overconfidence": confidence - acc,
+        "label_var_raw_last": label_var_fraction(hidden[-1], y),
+        "label_var": [label_var_fraction(h, y) for h in flat],
+        "label_var_pred": [label_var_fraction(h, pred) for h in flat],
         "r2_relevant": [float(r2[0]) for r2 in r2s],
         "r2_irrelevant": [float(r2[1]) for r2 in r2s],
     }
@@ -61,14 +79,21 @@ def record(seed: int, k: int, tasks: list[dict]) -> dict:
     acc = np.array([t["acc"] for t in tasks])
     r2_rel = np.array([t["r2_relevant"] for t in tasks]).mean(axis=0)
     r2_irr = np.array([t["r2_irrelevant"] for t in tasks]).mean(axis=0)
+    var = np.nanmean(np.array([t["label_var"] for t in tasks], dtype=float), axis=0)
+    var_pred = np.nanmean(np.array([t["label_var_pred"] for t in tasks], dtype=float), axis=0)
     mid = len(r2_rel) // 2   # hidden_states index: 0 = embeddings, len - 1 = last layer
     acc_pro, acc_anti = float(acc[side == "pro"].mean()), float(acc[side == "anti"].mean())
     return {
         "seed": int(seed), "k": int(k),
         "acc": float(acc.mean()), "acc_pro": acc_pro, "acc_anti": acc_anti, "prior_gap": acc_pro - acc_anti,
         "confidence": float(np.mean([t["confidence"] for t in tasks])),
-        "label_var_frac": float(np.nanmean([t["label_var_frac"] for t in tasks])),
+        "overconfidence": float(np.mean([t["overconfidence"] for t in tasks])),
+        "label_var_frac": float(np.nanmean([t["label_var_raw_last"] for t in tasks])),
+        "label_var_frac_mid": float(var[mid]), "label_var_frac_mid_pred": float(var_pred[mid]),
+        "label_var_frac_last_flat": float(var[-1]),
         "r2_irrelevant_last": float(r2_irr[-1]), "r2_relevant_last": float(r2_rel[-1]),
         "r2_irrelevant_mid": float(r2_irr[mid]), "r2_relevant_mid": float(r2_rel[mid]),
+        "r2_selectivity_last": float(r2_rel[-1] - r2_irr[-1]), "r2_selectivity_mid": float(r2_rel[mid] - r2_irr[mid]),
         "r2_irrelevant_layers": [float(v) for v in r2_irr], "r2_relevant_layers": [float(v) for v in r2_rel],
+        "label_var_frac_layers": [float(v) for v in var],
     }

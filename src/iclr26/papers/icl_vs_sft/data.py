@@ -5,7 +5,8 @@ A task is a line through the integer grid {0..G-1}^2: unit normal w (angle unifo
 point c drawn from the grid's central band (so both classes are common), and an orientation. The
 numerical prior ("bigger numbers -> A") is the orientation that puts label A on the side where
 x1 + x2 is larger, i.e. A iff sign(w.(x - c)) == sign(w.(1, 1)). A "pro" task follows it, an "anti"
-task reverses it. Pretraining tasks follow it with probability `prior_p`.
+task reverses it (evaluation: the mirror image of a pro task, labels flipped). Pretraining tasks
+follow it with probability `prior_p`.
 
 The evaluation tasks are data (acquire writes tasks.jsonl, one row per task, at every scale: they
 are synthetic in the paper too): per task its geometry, its shot pool (the first k are the k shots,
@@ -55,8 +56,10 @@ def pretraining_batch(rng: np.random.Generator, batch: int, spec: dict) -> tuple
 
 
 def generate_tasks(spec: dict, seeds: list[int]) -> list[dict]:
-    """The evaluation tasks of every seed: n_tasks_per_side pro and anti tasks each, with a shot
-    pool and queries drawn without replacement from the grid (shots and queries disjoint)."""
+    """The evaluation tasks of every seed: n_tasks_per_side pro tasks, each with a shot pool and
+    queries drawn without replacement from the grid (shots and queries disjoint), and as many anti
+    tasks that mirror them: anti task i has pro task i's boundary, shots and queries with every
+    label flipped, so the prior gap compares the same geometries (audit 04, finding 7)."""
     grid, n_side = int(spec["grid"]), int(spec["n_tasks_per_side"])
     n_shots, n_queries = int(spec["shot_pool"]), int(spec["n_queries"])
     points = np.array([(a, b) for a in range(grid) for b in range(grid)], dtype=np.int64)
@@ -65,10 +68,10 @@ def generate_tasks(spec: dict, seeds: list[int]) -> list[dict]:
     rows = []
     for seed in seeds:
         rng = np.random.default_rng([int(spec["data_seed"]), int(seed)])
+        w, c = _geometry(rng, n_side, grid, tuple(spec["centre"]))
+        picks = [points[rng.permutation(len(points))[: n_shots + n_queries]] for _ in range(n_side)]
         for side in SIDES:
-            w, c = _geometry(rng, n_side, grid, tuple(spec["centre"]))
-            for i in range(n_side):
-                pick = points[rng.permutation(len(points))[: n_shots + n_queries]]
+            for i, pick in enumerate(picks):
                 y = labels_of(pick[None].astype(float), w[i][None], c[i][None], np.array([side == "pro"]))[0]
                 rows.append({
                     "seed": int(seed), "task": f"s{seed}_{side}{i}", "side": side,

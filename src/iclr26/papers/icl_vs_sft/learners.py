@@ -7,7 +7,8 @@
   fine-tuning, or a fresh LoRA adapter when train.lora is set).
 
 Both return, for every query of the task, the probabilities of the two label tokens (renormalised
-over them) and the hidden states of every layer at the last prompt token, where the label is read.
+over them), the hidden states of every layer at the last prompt token, where the label is read,
+and the learner's own label readout direction (unit E_A - E_B of its output embeddings).
 """
 from __future__ import annotations
 
@@ -51,8 +52,16 @@ class Learners:
         return ids.to(self.device), mask.to(self.device), last.to(self.device)
 
     @torch.no_grad()
-    def ask(self, prompts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(label probabilities (n, 2), hidden states (layers + 1, n, d)) at each prompt's last token."""
+    def readout(self) -> np.ndarray:
+        """The unit direction E_A - E_B of the label tokens' output embeddings (current weights)."""
+        rows = self.model.get_output_embeddings().weight[self.label_ids].float()
+        u = (rows[0] - rows[1]).cpu().numpy()
+        return u / np.linalg.norm(u)
+
+    @torch.no_grad()
+    def ask(self, prompts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(label probabilities (n, 2), hidden states (layers + 1, n, d)) at each prompt's last token,
+        and the readout direction (d,)."""
         self.model.eval()
         rows = encode(self.tokenizer, prompts)
         probs, hidden = [], []
@@ -65,7 +74,7 @@ class Learners:
             logits = out.logits[at, last][:, self.label_ids].float()
             probs.append(torch.softmax(logits, dim=-1).cpu().numpy())
             hidden.append(torch.stack([h[at, last].float() for h in out.hidden_states]).cpu().numpy())
-        return np.concatenate(probs), np.concatenate(hidden, axis=1)
+        return np.concatenate(probs), np.concatenate(hidden, axis=1), self.readout()
 
     def queries(self, task: dict, shots: list) -> list[str]:
         return [data.prompt_text(self.fmt, shots, q) for q in task["queries"]]
@@ -103,11 +112,12 @@ class Learners:
             self.reset()
         return out
 
-    def fine_tune_stacked(self, shot_sets: list[list]) -> dict:
+    def fine_tune_stacked(self, shot_sets: list[list], snapshots: tuple[int, ...] = ()) -> dict:
         """fine_tune() of T tasks at once: every weight stacked T times, the T tasks' losses summed
         (each slice gets its own task's gradient) and one Adam over the stacked weights (Adam is
         elementwise, so each slice follows its own task's Adam exactly). The forward pass is the
-        model's own, vmapped over the tasks with torch.func. Needs prompts of one length (no pads)."""
+        model's own, vmapped over the tasks with torch.func. Needs prompts of one length (no pads).
+        snapshots: also return the weights after these step counts ({step: weights}, for tuning)."""
         from torch.func import functional_call, vmap
 
         rows = [encode(self.tokenizer, [data.prompt_text(self.fmt, [], s) for s in shots]) for shots in shot_sets]
@@ -124,12 +134,16 @@ class Learners:
             return torch.nn.functional.cross_entropy(logits.float(), target)
 
         self.model.train()
-        for _ in range(int(self.train["sft_steps"])):
+        kept = {}
+        for step in range(1, int(self.train["sft_steps"]) + 1):
             vmap(task_loss)(stacked, ids, target).sum().backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+            if step in snapshots:
+                kept[step] = {n: p.detach().clone() for n, p in stacked.items()}
         self.model.eval()
-        return {n: p.detach() for n, p in stacked.items()}
+        final = {n: p.detach() for n, p in stacked.items()}
+        return {**kept, "final": final} if snapshots else final
 
     def fine_tune(self, shots: list) -> list[float]:
         """train.sft_steps full-batch steps of Adam (AdamW without decay) on the k shots in the

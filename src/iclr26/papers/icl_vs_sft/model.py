@@ -50,42 +50,71 @@ def encode(tokenizer, texts: list[str]) -> list[list[int]]:
     return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
-def pretrain(spec_model: dict, spec_pre: dict, fmt: dict, grid: int, log=None):
-    """Build the tiny model from config and pretrain it on fresh prior-carrying tasks; returns
-    (model, tokenizer, loss curve). AdamW with a OneCycle schedule (card 04, section 6)."""
+def pretrain(spec_model: dict, spec_pre: dict, fmt: dict, grid: int, seeds: list[int], log=None):
+    """Build one tiny model per seed from config and pretrain each on its own stream of fresh
+    prior-carrying tasks; returns (models, tokenizer, loss curves). AdamW with a OneCycle schedule
+    and gradient clipping at norm 1 (card 04, section 6).
+
+    The seeds' models train together: every weight stacked once per seed, the model's own forward
+    pass vmapped over them (torch.func), the per-seed losses summed (each slice gets its own
+    gradient), each seed's gradient clipped by its own norm, and one AdamW over the stacked weights
+    (elementwise, so each slice follows its own AdamW exactly). Same result as one run per seed,
+    a fraction of the CPU time: the model is so small that a step is mostly per-call overhead."""
+    from torch.func import functional_call, vmap
+
     from iclr26.core.lm.model import build_model
 
     tokenizer = build_tokenizer(fmt, grid)
-    model = build_model(spec_model, tokenizer, seed=int(spec_pre["seed"]))
+    models = [build_model(spec_model, tokenizer, seed=int(seed)) for seed in seeds]
     label_ids = torch.tensor(label_token_ids(tokenizer, fmt))
     number_ids = torch.tensor([tokenizer.convert_tokens_to_ids(str(i)) for i in range(grid)])
     steps, batch = int(spec_pre["steps"]), int(spec_pre["batch_size"])
-    rng = np.random.default_rng(int(spec_pre["seed"]))
-    torch.manual_seed(int(spec_pre["seed"]))
-    opt = torch.optim.AdamW(model.parameters(), lr=float(spec_pre["lr"]), weight_decay=float(spec_pre["weight_decay"]))
+    rngs = [np.random.default_rng(int(seed)) for seed in seeds]
+    torch.manual_seed(int(seeds[0]))
+    base = models[0]
+    names = [n for n, _ in base.named_parameters()]
+    stacked = {n: torch.stack([dict(m.named_parameters())[n].detach() for m in models]).requires_grad_()
+               for n in names}
+    opt = torch.optim.AdamW(list(stacked.values()), lr=float(spec_pre["lr"]),
+                            weight_decay=float(spec_pre["weight_decay"]))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=float(spec_pre["lr"]), total_steps=steps,
                                                 pct_start=float(spec_pre["pct_start"]))
-    model.train()
-    losses = []
-    for step in range(steps):
+
+    def batch_ids(rng) -> torch.Tensor:
         x, y = data.pretraining_batch(rng, batch, {**spec_pre, "grid": grid})
         # the serialisation's token ids directly: an example is [x1, x2, label] (build_tokenizer)
-        ids = torch.stack([number_ids[torch.from_numpy(x[..., 0])], number_ids[torch.from_numpy(x[..., 1])],
-                           label_ids[torch.from_numpy(y)]], dim=-1).reshape(batch, -1)
-        logits = model(input_ids=ids).logits
+        return torch.stack([number_ids[torch.from_numpy(x[..., 0])], number_ids[torch.from_numpy(x[..., 1])],
+                            label_ids[torch.from_numpy(y)]], dim=-1).reshape(batch, -1)
+
+    def seq_loss(params, ids):
+        logits = functional_call(base, params, (ids,), {"use_cache": False}).logits
         at = torch.arange(1, ids.shape[1], 3)            # the x2 positions: the next token is the label
-        loss = torch.nn.functional.cross_entropy(logits[:, at].reshape(-1, logits.shape[-1]),
+        return torch.nn.functional.cross_entropy(logits[:, at].reshape(-1, logits.shape[-1]),
                                                  ids[:, at + 1].reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+
+    base.train()
+    losses = [[] for _ in seeds]
+    for step in range(steps):
+        per_seed = vmap(seq_loss)(stacked, torch.stack([batch_ids(rng) for rng in rngs]))
+        per_seed.sum().backward()
+        with torch.no_grad():   # torch.nn.utils.clip_grad_norm_(max_norm=1), one norm per seed
+            norm = torch.sqrt(sum((p.grad.reshape(len(seeds), -1) ** 2).sum(1) for p in stacked.values()))
+            coef = torch.clamp(1.0 / (norm + 1e-6), max=1.0)
+            for p in stacked.values():
+                p.grad.mul_(coef.view(-1, *[1] * (p.dim() - 1)))
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        losses.append(float(loss.detach()))
+        for curve, value in zip(losses, per_seed.detach().tolist()):
+            curve.append(value)
         if log:
-            log(f"pretrain step {step + 1}/{steps} loss {np.mean(losses[-50:]):.3f}", every_s=10)
-    model.eval()
-    return model, tokenizer, losses
+            log(f"pretrain step {step + 1}/{steps} loss {np.mean([c[-50:] for c in losses]):.3f}", every_s=10)
+    with torch.no_grad():
+        for i, m in enumerate(models):
+            for n, p in m.named_parameters():
+                p.copy_(stacked[n][i])
+            m.eval()
+    return models, tokenizer, losses
 
 
 def check_tiny_serialisation(tokenizer, fmt: dict, grid: int) -> None:

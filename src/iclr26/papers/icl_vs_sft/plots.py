@@ -1,5 +1,5 @@
 """Figures of card 04 from the records: learning curves over k (accuracy on pro and anti tasks,
-confidence, label-axis variance fraction, irrelevant-coordinate probe R^2) and the probes layer by
+confidence and over-confidence, label-axis variance fraction, probe selectivity) and the probes layer by
 layer at k_max. Points are seed means, bars their min-max range."""
 from __future__ import annotations
 
@@ -28,9 +28,10 @@ def _curve(rows, metric):
 
 
 def learning_curves(plt, records, methods, colours, path: Path) -> Path:
-    panels = [(("acc_pro", "acc_anti"), "accuracy (solid pro, dashed anti)"), (("confidence",), "confidence"),
-              (("label_var_frac",), "label-axis variance fraction"),
-              (("r2_irrelevant_last",), "R^2 irrelevant coordinate, last layer")]
+    panels = [(("acc_pro", "acc_anti"), "accuracy (solid pro, dashed anti)"),
+              (("confidence", "overconfidence"), "confidence (solid), over-confidence (dashed)"),
+              (("label_var_frac_mid", "label_var_frac"), "label-var frac. (solid mid, readout out; dashed last)"),
+              (("r2_selectivity_mid", "r2_selectivity_last"), "R^2 rel - irr (solid mid, dashed last)")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6))
     for ax, (metrics, title) in zip(axes, panels):
         for method in methods:

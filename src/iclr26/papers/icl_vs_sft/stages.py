@@ -3,8 +3,9 @@ language models" (OpenReview cJAtzOcAnd).
 
     acquire   the evaluation tasks, from the seeded generator (synthetic at every scale, as in the
               paper): pro- and anti-prior 2-D linear tasks per seed                  -> tasks.jsonl
-    prepare   the pretrained model both learners start from: tiny/smoke pretrain a small Qwen2 on
-              prior-carrying tasks and save_pretrained it; full uses the hub LM (nothing to do here)
+    prepare   the pretrained models both learners start from: tiny/smoke pretrain one small Qwen2
+              per seed on prior-carrying tasks (a seed redraws the pretraining too: audit finding 2)
+              and save_pretrained each; full uses the hub LM (nothing to do here)
     train     one unit per (seed, k): the method (icl | sft) learns each task from its k shots and
               answers its queries; per task: accuracy, confidence, label-axis variance fraction,
               layer-wise probe R^2 (analysis.py)                                       -> units/*.json
@@ -41,47 +42,69 @@ def prepare(job) -> dict:
         return {"model": job.cfg["model"]["source"], "revision": job.cfg["model"].get("revision")}
     from . import model as tiny
 
-    net, tokenizer, losses = tiny.pretrain(job.cfg["model"], job.cfg["pretrain"], job.cfg["format"], int(spec["grid"]),
-                                           log=job.log)
+    seeds = [int(s) for s in job.cfg["seeds"]]
+    nets, tokenizer, losses = tiny.pretrain(job.cfg["model"], job.cfg["pretrain"], job.cfg["format"],
+                                            int(spec["grid"]), seeds, log=job.log)
     tiny.check_tiny_serialisation(tokenizer, job.cfg["format"], int(spec["grid"]))
-    net.save_pretrained(job.out_dir / MODEL_DIR, safe_serialization=True)
-    tokenizer.save_pretrained(job.out_dir / MODEL_DIR)
-    tail = max(1, len(losses) // 10)
-    write_json(job.out_dir / "pretrain_loss.json", losses)
-    return {"params": sum(p.numel() for p in net.parameters()), "final_loss": sum(losses[-tail:]) / tail}
+    for seed, net in zip(seeds, nets):
+        net.save_pretrained(job.out_dir / MODEL_DIR / f"s{seed}", safe_serialization=True)
+        tokenizer.save_pretrained(job.out_dir / MODEL_DIR / f"s{seed}")
+    write_json(job.out_dir / "pretrain_loss.json", dict(zip(map(str, seeds), losses)))
+    tail = max(1, len(losses[0]) // 10)
+    return {"params": sum(p.numel() for p in nets[0].parameters()),
+            "final_loss": {str(s): sum(c[-tail:]) / tail for s, c in zip(seeds, losses)}}
 
 
-def model_source(job) -> str:
-    return job.cfg["model"].get("source") or str(job.prepared_dir(DATASET) / MODEL_DIR)
+def model_source(job, seed: int) -> str:
+    """The hub LM (full: one for every seed), or the seed's own pretrained tiny model."""
+    return job.cfg["model"].get("source") or str(job.prepared_dir(DATASET) / MODEL_DIR / f"s{seed}")
 
 
 def units_of(cfg: dict, seeds: list[int]) -> dict[str, tuple[int, int]]:
     return {f"s{seed}_k{k}": (seed, int(k)) for seed in seeds for k in cfg["eval"]["ks"]}
 
 
-def train(job) -> dict:
-    from iclr26.core.runtime import pick_device
-
+def make_learners(cfg: dict, source: str, method: str, seed: int, device: str):
+    """The Learners of one pretrained model (loaded from `source`), ready for `method`."""
     from . import model as lm
     from .learners import Learners, prepare_for_sft
 
-    device = pick_device(job.cfg.get("device"))
-    spec, train_cfg = job.cfg["model"], job.cfg["train"]
+    spec, train_cfg = cfg["model"], cfg["train"]
     dtype = "bfloat16" if train_cfg["precision"] == "bf16" else "float32"
-    net, tokenizer = lm.load(model_source(job), spec.get("revision"), dtype, device, spec["attn_implementation"])
+    net, tokenizer = lm.load(source, spec.get("revision"), dtype, device, spec["attn_implementation"])
     if not spec.get("source"):   # the tiny model reads its text exactly as it was pretrained on it
-        lm.check_tiny_serialisation(tokenizer, job.cfg["format"], int(job.cfg["data"][DATASET]["grid"]))
-    if job.method == "sft":
-        net = prepare_for_sft(net, train_cfg, int(job.cfg["pretrain"]["seed"]))
-    learners = Learners(net, tokenizer, job.cfg["format"], train_cfg, device)
+        lm.check_tiny_serialisation(tokenizer, cfg["format"], int(cfg["data"][DATASET]["grid"]))
+    if method == "sft":
+        net = prepare_for_sft(net, train_cfg, seed)
+    return Learners(net, tokenizer, cfg["format"], train_cfg, device)
+
+
+def answer(learners, method: str, tasks: list[dict], k: int) -> list:
+    """(probs, hidden, readout) of every task after `method` learned it from its first k shots."""
+    return learners.sft_tasks(tasks, k) if method == "sft" else [learners.icl(t, k) for t in tasks]
+
+
+def train(job) -> dict:
+    from iclr26.core.runtime import pick_device
+
+    device = pick_device(job.cfg.get("device"))
     alphas = [float(a) for a in job.cfg["eval"]["probe_alphas"]]
     tasks = data.load_tasks(job.prepared_dir(DATASET) / "tasks.jsonl")
+    loaded: dict = {}
+
+    def learners_of(seed: int):
+        source = model_source(job, seed)
+        if source not in loaded:   # full: one hub model for every seed; tiny: one model per seed
+            loaded.clear()
+            loaded[source] = make_learners(job.cfg, source, job.method, seed, device)
+        return loaded[source]
 
     def unit(key: str) -> dict:
         seed, k = units[key]
         mine = [t for t in tasks if t["seed"] == seed]
-        answers = learners.sft_tasks(mine, k) if job.method == "sft" else [learners.icl(t, k) for t in mine]
-        out = [analysis.task_measures(task, probs, hidden, alphas) for task, (probs, hidden) in zip(mine, answers)]
+        answers = answer(learners_of(seed), job.method, mine, k)
+        out = [analysis.task_measures(task, probs, hidden, readout, alphas)
+               for task, (probs, hidden, readout) in zip(mine, answers)]
         job.log(f"{key}: acc {sum(t['acc'] for t in out) / len(out):.3f}")
         return {"tasks": out}
 
