@@ -61,6 +61,10 @@ def test_generator_writes_the_lara_schema(lara):
             assert f"The {m['attr']} of {m['e']} is {row['answer']}." in text
     train, test = data.split_queries(rows, seed=0, train_fraction=0.8)
     assert not set(train) & set(test) and len(train) + len(test) == len(rows)
+    for ctype in SPEC["types"]:                                         # 80/20 per (context type, task type)
+        for level in data.LEVELS:
+            stratum = [i for i, r in enumerate(rows) if r["type"] == ctype and r["level"] == level]
+            assert len(set(stratum) & set(train)) == int(0.8 * len(stratum))
     assert data.split_queries(rows, seed=1, train_fraction=0.8)[0] != train
 
 
@@ -86,6 +90,7 @@ def test_policy_shapes_padding_and_means():
     cfg = {"policy": {"d": 8, "heads": 2, "layers": 1, "n_frequencies": 4, "sigma": 1.0}}
     torch.manual_seed(0)
     net, base = policy.build(cfg)
+    net.eval()                                                          # dropout off (the code's 0.1)
     x, pad = policy.pad_states([np.random.rand(5), np.random.rand(9)])
     assert x.shape == (2, 9, 1) and pad[0, 5:].all() and not pad[1].any()
     assert torch.all(x[0, :5, 0][1:] >= x[0, :5, 0][:-1])              # the state is sorted ascending
@@ -110,6 +115,63 @@ def test_reinforce_moves_the_band_towards_the_rewarded_quantiles():
     q_low = policy.mean_actions(out["policy"], sims)[:, 0]
     assert q_low.mean() > 0.6 and out["reward_curve"][-1] > out["reward_curve"][len(out["reward_curve"]) // 10]
     assert out["max_importance_weight"] > 0
+
+
+def test_best_ratio_is_chosen_on_training_queries_of_the_trained_types():
+    """best_ratio: the fixed ratio with the best accuracy on the training queries (hallu ignored)."""
+    from iclr26.papers.ldar import stages
+
+    class Env:  # reward 1 when exactly 6 of 60 passages are read (ratio 0.1), else 0; hallu the opposite
+        rows = [{"level": lv} for lv in ("location", "comp", "hallu", "hallu", "hallu")]
+        sims = [np.linspace(0, 1, 60)] * 5
+
+        def rewards(self, queries, sels):
+            return np.array([float((len(s) == 6) != (self.rows[q]["level"] == "hallu")) for q, s in zip(queries, sels)])
+
+    cfg = {"train": {"groups": [{"name": "mixed", "levels": ["location", "reasoning", "comp"]}]}}
+    assert stages.best_ratio(cfg, Env(), [0, 1, 2, 3, 4]) == 0.1
+
+
+def test_openai_judge_over_a_loopback_server(monkeypatch):
+    """The paper's GPT-4o judge path (judge.kind openai): the request carries the key, the model and
+    the code's system and user prompts; the reply's True/False is read."""
+    import http.server
+    import threading
+
+    from iclr26.papers.ldar import full_env
+
+    seen = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            seen["auth"] = self.headers["Authorization"]
+            seen["body"] = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            reply = json.dumps({"choices": [{"message": {"content": "True"}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("LDAR_TEST_KEY", "sk-test")
+        spec = {"api_model": "gpt-4o", "api_url": f"http://127.0.0.1:{server.server_port}/v1/chat/completions",
+                "api_key_env": "LDAR_TEST_KEY"}
+        msgs = [{"role": "system", "content": full_env.JUDGE_SYSTEM},
+                {"role": "user", "content": full_env.JUDGE.format(question="q?", answer="a", prediction="a")}]
+        assert full_env.openai_chat(spec, msgs) == "True"
+    finally:
+        server.shutdown()
+    assert seen["auth"] == "Bearer sk-test" and seen["body"]["model"] == "gpt-4o"
+    assert seen["body"]["messages"][1]["content"].startswith("I will provide you with a question")
+    monkeypatch.delenv("LDAR_TEST_KEY")
+    with pytest.raises(RuntimeError):
+        full_env.openai_chat(spec, msgs)
 
 
 # ----------------------------------------------------------------------------- full scale, offline
@@ -159,8 +221,9 @@ def test_full_scale_path_offline(workdir, hub_model_dir, static_server):
                  "policy.d=8", "policy.heads=2", "policy.layers=1", "policy.n_frequencies=4",
                  "train.epochs=1", "train.batch_size=2", "train.collect=2", "train.updates=1"]
     records = pd.DataFrame(load_records(run_paper("ldar", "full", overrides, seeds=[0, 1, 2],  # 3: claim tests
-                                                  methods=["lc", "ldar", "oracle"])))
-    assert set(records["method"]) == {"lc", "ldar", "oracle"}
+                                                  methods=["lc", "best_ratio", "ldar", "oracle"])))
+    assert set(records["method"]) == {"lc", "best_ratio", "ldar", "oracle"}
+    assert set(records["level"]) == {"all", "trained", *data.LEVELS}
     assert records["accuracy"].between(0, 1).all() and records["usage_ratio"].between(0, 1).all()
     usage = records[records["level"] == "all"].groupby("method")["usage_ratio"].mean()
     assert usage["lc"] == 1.0 and 0 < usage["ldar"] <= 1.0

@@ -13,12 +13,12 @@ PAPER = Paper(
     arxiv="2509.21865",
     openreview="c8CZWLy4T4",
     code="https://github.com/ku-dmlab/LDAR",
-    methods=("lc", "rag", *RATIOS, "adaptive_k", "ldar", "oracle"),  # table rows, in order
+    methods=("lc", "rag", *RATIOS, "best_ratio", "adaptive_k", "ldar", "oracle"),  # table rows, in order
     datasets=("lara",),  # LaRA-schema synthetic at tiny/smoke, the LaRA files of the official repo at full
     metrics=("accuracy", "usage_ratio", "n_passages"),
     figures=("accuracy_vs_usage.png",),
     stage_module="iclr26.papers.ldar.stages",
     gpu_stages=("prepare", "train", "evaluate"),  # full: bge-large embeddings, the LLM reader and judge
     data_reads=("reader", "retriever", "embedder", "model"),
-    training_free=("lc", "rag", *RATIOS, "adaptive_k", "oracle"),
+    training_free=("lc", "rag", *RATIOS, "best_ratio", "adaptive_k", "oracle"),
 )

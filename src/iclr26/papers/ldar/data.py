@@ -195,12 +195,14 @@ def load_document(root: Path, row: dict) -> str:
 
 
 def split_queries(rows: list[dict], seed: int, train_fraction: float) -> tuple[list[int], list[int]]:
-    """The official code's split: per context type, shuffle and take the first 80% for training.
-    Seeded per run seed (the official code: seed 42, one split). Returns row indices."""
+    """The official code's split: per (context type, task type), shuffle and take the first 80% for
+    training (data.py of the official code splits each type-and-level query file). Seeded per run
+    seed (the official code: seed 42, one split). Returns row indices."""
     rng = np.random.default_rng(seed)
     train, test = [], []
-    for ctype in sorted({context_dir(r["type"]) for r in rows}):
-        idx = [i for i, r in enumerate(rows) if context_dir(r["type"]) == ctype]
+    strata = sorted({(context_dir(r["type"]), r["level"]) for r in rows})
+    for ctype, level in strata:
+        idx = [i for i, r in enumerate(rows) if context_dir(r["type"]) == ctype and r["level"] == level]
         idx = [idx[j] for j in rng.permutation(len(idx))]
         n = int(len(idx) * train_fraction)
         train += idx[:n]

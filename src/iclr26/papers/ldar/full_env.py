@@ -31,15 +31,21 @@ FULL_PROMPT = "Read the {what} below and answer a question.\n\n{context}\n\nQues
 WHAT = {"book": ("a book", "book"), "financial": ("a financial statement", "financial statement"),
         "paper": ("some papers", "papers")}
 JUDGE_SYSTEM = "You are a discriminator that judges whether the predictions to questions are correct."
-JUDGE = ("Judge whether the AI assistant's answer to the question is correct, given the ground-truth answer. "
-         "Output only True if it is correct and only False if it is not.\n\n"
+READER_SYSTEM = "You are a helpful assistant"  # the code's system message for the reader (eval_utils.create_msgs)
+# The judge prompts are the official get_score_one_llm's (evaluation/optim_utils.py), word for word.
+JUDGE = ("I will provide you with a question and its groundtruth answer, as well as an answer from an AI "
+         "assistant. You need to judge whether the AI assistant's answer is correct based on the groundtruth "
+         "answer. If it is correct, you should only output True; if it is incorrect, only output False.\n\n"
          "[Query] {question}\n\n[Groundtruth Answer] {answer}\n\n[AI Assistant's Answer] {prediction}\n\n"
          "Now, start your judgment:")
-JUDGE_HALLU = ("Judge whether the AI assistant is hallucinating. The question asks about something the text "
-               "does not mention; the answer is correct only if it agrees with the ground truth that the text "
-               "does not mention it. Output only True if it is correct and only False if it is not.\n\n"
+JUDGE_HALLU = ("You need to help me determine whether an AI model is hallucinating. I will provide you with a "
+               "question, a ground truth answer, and a prediction from the model. If the prediction from the model "
+               "and the ground truth answer are basically consistent, and it is determined that this question is "
+               "not mentioned in the text, then the model is deemed not to be hallucinating and the answer is "
+               "considered correct. If it is correct, you should only output True; if it is incorrect, only "
+               "output False.\n\n"
                "[Query] {question}\n\n[Groundtruth Answer] {answer}\n\n[AI Assistant's Answer] {prediction}\n\n"
-               "Now, start your judgment:")
+               "Now, start your judgement:")
 
 
 def load_split_rows(raw: Path, length: str, levels) -> list[dict]:
@@ -167,7 +173,7 @@ class FullEnv:
         else:
             context = "".join(f"chunk {i}: {doc['passages'][j]}.\n\n" for i, j in enumerate(sel))
             text = RAG_PROMPT.format(what=what[0], context=context, question=row["question"])
-        return [{"role": "user", "content": text}]
+        return [{"role": "system", "content": READER_SYSTEM}, {"role": "user", "content": text}]
 
     # -- the judge
     def judge(self, items: list[tuple[dict, str]]) -> list[float]:

@@ -44,16 +44,17 @@ class PeriodicEmbedding(nn.Module):
 class Policy(nn.Module):
     """OneShotTransformer: periodic embedding of each similarity, a CLS token, a pre-norm
     transformer encoder, the CLS output plus a mean-pooled MLP path over the raw similarities, and
-    a head to the four Beta parameters (softplus + 1e-5)."""
+    a head to the four Beta parameters (softplus + 1e-5). The encoder's dropout is the code's 0.1,
+    active while actions are sampled in training (the code samples in train() mode)."""
 
-    def __init__(self, d: int, heads: int, layers: int, n_frequencies: int, sigma: float):
+    def __init__(self, d: int, heads: int, layers: int, n_frequencies: int, sigma: float, dropout: float = 0.1):
         super().__init__()
         self.embed = PeriodicEmbedding(d, n_frequencies, sigma)
         self.cls = nn.Parameter(torch.zeros(1, 1, d))
-        layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0, norm_first=True, batch_first=True)
+        layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=dropout, norm_first=True, batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(d)
-        self.raw = nn.Sequential(nn.Linear(1, d), nn.ReLU(), nn.Linear(d, d))
+        self.raw = nn.Sequential(nn.Linear(1, d), nn.ReLU(), nn.Linear(d, d), nn.ReLU())  # the code's raw_mlp
         self.head = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, d), nn.GELU(),
                                   nn.Linear(d, 4))
 
@@ -104,7 +105,7 @@ def pad_states(sims_list: list[np.ndarray]):
 
 def build(cfg: dict):
     p = cfg["policy"]
-    return (Policy(p["d"], p["heads"], p["layers"], p["n_frequencies"], p["sigma"]),
+    return (Policy(p["d"], p["heads"], p["layers"], p["n_frequencies"], p["sigma"], p.get("dropout", 0.1)),
             Baseline(p["d"], p["n_frequencies"], p["sigma"]))
 
 
@@ -155,6 +156,7 @@ def train(cfg: dict, sims_list: list[np.ndarray], reward_fn, seed: int, log=None
         queries = order[step: step + t["collect"]]
         steps = np.arange(step, step + len(queries))
         uniform = steps < warmup
+        policy.train()  # the code samples its actions in train() mode (dropout active)
         with torch.no_grad():
             low, delta = distributions(policy(*pad_states([sims_list[q] for q in queries])))
             a = torch.stack([low.sample(), delta.sample()], 1).clamp(1e-6, 1 - 1e-6)
@@ -175,7 +177,7 @@ def train(cfg: dict, sims_list: list[np.ndarray], reward_fn, seed: int, log=None
         ent_coef = t["entropy_start"] + frac * (t["entropy_end"] - t["entropy_start"])
         policy.train()
         for _ in range(t["updates"]):
-            pick = rng.integers(0, size, t["batch_size"])
+            pick = rng.choice(size, t["batch_size"], replace=False)  # random.sample, as the code
             states, pad = pad_states([sims_list[q] for q in buffer["q"][pick]])
             a_b = torch.from_numpy(buffer["a"][pick]).float()
             r_b = torch.from_numpy(buffer["r"][pick]).float()

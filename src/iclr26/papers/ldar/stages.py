@@ -8,7 +8,10 @@
     train     ldar only: one policy per (seed, length, group of task types), REINFORCE on the
               frozen reader's rewards (policy.py), one unit of work each       -> policy_<unit>.pt
     evaluate  every row on the seed's test queries: accuracy (the judged answer), the document
-              usage ratio (passages read / passages), passages read; per length and task type
+              usage ratio (passages read / passages), passages read; per length and task type, for
+              all queries and for the task types the policies are trained on (`trained`: hallu,
+              which no policy trains on, is its own column). best_ratio is the fixed ratio with the
+              best accuracy on the seed's training queries (chosen without the test queries).
 
 A seed is one train/test split of the queries (the official code's per-type 80/20 shuffle, seeded)
 and, for ldar, one policy init: every row is evaluated on the same seed's test queries, so rows
@@ -76,6 +79,27 @@ def groups(cfg: dict) -> dict[str, list[str]]:
     return {g["name"]: list(g["levels"]) for g in cfg["train"]["groups"]}
 
 
+def trained_levels(cfg: dict) -> list[str]:
+    """The task types some policy is trained on (the claims' level `trained`; hallu is not one)."""
+    return [lv for levels in groups(cfg).values() for lv in levels]
+
+
+def best_ratio(cfg: dict, env, train_idx: list[int]) -> float:
+    """The fixed ratio with the highest accuracy on the seed's training queries of the trained task
+    types (ties: the smaller ratio). A baseline chosen without the test queries, so it can stand
+    for "every fixed ratio" in one comparison."""
+    from . import RATIOS
+
+    queries = [q for q in train_idx if env.rows[q]["level"] in trained_levels(cfg)]
+    best, best_acc = None, -1.0
+    for name in RATIOS:
+        ratio = methods.ratio_of(name)
+        acc = float(env.rewards(queries, [methods.fixed_ratio(env.sims[q], ratio) for q in queries]).mean())
+        if acc > best_acc:
+            best, best_acc = ratio, acc
+    return best
+
+
 def group_of(cfg: dict, level: str) -> str:
     return next((g for g, levels in groups(cfg).items() if level in levels), cfg["train"]["fallback_group"])
 
@@ -128,6 +152,9 @@ def selections(job, env, seed: int, length: str, test: list[int]) -> tuple[list[
         return [methods.top_k(s, cfg["eval"]["rag_top_k"]) for s in sims], {}
     if (ratio := methods.ratio_of(method)) is not None:
         return [methods.fixed_ratio(s, ratio) for s in sims], {}
+    if method == "best_ratio":
+        ratio = best_ratio(cfg, env, split(cfg, env, seed)[0])
+        return [methods.fixed_ratio(s, ratio) for s in sims], {"chosen_ratio": np.full(len(test), ratio)}
     if method == "adaptive_k":
         return [methods.adaptive_k(s, cfg["eval"]["adaptive_k_max_fraction"]) for s in sims], {}
     if method == "oracle":
@@ -162,8 +189,9 @@ def evaluate(job) -> dict:
             usage = np.array([len(c) / len(env.sims[q]) for q, c in zip(test, chosen)])
             read = np.array([len(c) for c in chosen], float)
             levels = np.array([env.rows[q]["level"] for q in test])
-            for level in ["all", *cfg["data"][DATASET]["levels"]]:
-                pick = np.ones(len(test), bool) if level == "all" else levels == level
+            for level in ["all", "trained", *cfg["data"][DATASET]["levels"]]:
+                pick = (np.ones(len(test), bool) if level == "all" else np.isin(levels, trained_levels(cfg))
+                        if level == "trained" else levels == level)
                 if not pick.any():
                     continue
                 rec = {"seed": seed, "length": length, "level": level, "n_queries": int(pick.sum()),
