@@ -293,6 +293,50 @@ def test_the_pinned_minatar_gives_the_full_scale_games():
         assert info["env_id"] == spec["env_id"] and "(10, 10, " in str(info["observation_space"]), info
 
 
+def test_full_scale_minatar_matches_gymnax_settings():
+    """Full scale asks for no sticky actions and a 1000-step time limit (Gymnax's MinAtar); the
+    training env gets them: episodes are truncated (not terminated) at the limit, and the env's game
+    really has sticky_action_prob 0."""
+    from iclr26.core.config import compose_job_config
+
+    spec = {**compose_job_config("scorer", "full")["data"]["headline"], "max_episode_steps": 5}
+    assert spec["make_kwargs"] == {"sticky_action_prob": 0.0}
+    env = scorer_envs.make_vec_env(spec, 2)
+    assert all(e.unwrapped.game.sticky_action_prob == 0.0 for e in env.envs)
+    env.reset(seed=0)
+    flags = [env.step(np.zeros(2, dtype=np.int64))[2:4] for _ in range(5)]  # no-op: the ball is still in play
+    assert not any(te.any() or tr.any() for te, tr in flags[:4]) and flags[4][1].all() and not flags[4][0].any()
+    info = scorer_envs.describe(spec)
+    assert info["max_episode_steps"] == 5 and info["make_kwargs"] == {"sticky_action_prob": 0.0}
+    plain = scorer_envs.make_vec_env({k: v for k, v in spec.items()
+                                      if k not in ("make_kwargs", "max_episode_steps")}, 1)
+    assert plain.envs[0].unwrapped.game.sticky_action_prob == 0.1  # the package default the config overrides
+    with pytest.raises(Exception, match="need impl=sync"):
+        scorer_envs.make_vec_env({**spec, "impl": "native"}, 1)
+
+
+def test_full_scale_target_sync_matches_the_official_counter():
+    """DQN_SCORER.py copies the targets when `timesteps % 1e3 == 0`, timesteps += num_envs per vector
+    step: with 128 envs that is every 16,000 env steps; the full config's target_every gives the same."""
+    from iclr26.core.config import compose_job_config
+    from iclr26.papers.scorer.training import crossed
+
+    tr = compose_job_config("scorer", "full")["train"]
+    E, steps = int(tr["num_envs"]), range(1, 2000)
+    official = [t for t in steps if (t * E) % 1000 == 0]
+    ours = [t for t in steps if crossed(t * E, E, int(tr["target_every"]))]
+    assert ours == official and official[:2] == [125, 250]
+
+
+@pytest.mark.parametrize("scale", ["smoke", "tiny", "full"])
+def test_title_percentage_is_the_final_fraction(scale):
+    from iclr26.core.config import compose_job_config
+
+    cfg = compose_job_config("scorer", scale)
+    assert cfg["table"]["final_window"] == f"{100 * float(cfg['train']['final_fraction']):g}%"
+    assert cfg["table"]["final_window"] in cfg["table"]["title"]
+
+
 # ----------------------------------------------------------------------------- resume, full-scale path
 def _records(evals):
     return sorted(load_records(evals), key=lambda r: (r["method"], r["env"], r["seed"]))

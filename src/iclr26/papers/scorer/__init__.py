@@ -10,7 +10,7 @@ Three environment slots, named by their role at every scale (each has a per-scal
     headline  first environment (every claim)            tiny: CartPole-v1         full: MinAtar Breakout
     second    second environment (every claim)           tiny: CartPole + 28 N(0,1) distractor dims
                                                                                    full: MinAtar SpaceInvaders
-    third     third environment (descriptive, no claim)  tiny: Acrobot-v1          full: MinAtar Asterix
+    third     third environment (AUC claims only)        tiny: Acrobot-v1          full: MinAtar Asterix
 Modules: envs (gymnasium envs and their check), networks, replay, agents (the four methods),
 training (the loop and its metrics), plots, stages (the pipeline's stage functions).
 """

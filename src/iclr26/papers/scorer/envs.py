@@ -171,11 +171,23 @@ def register_minatar(env_id: str) -> None:
         raise DataError(f"the installed minatar package does not register {env_id}")
 
 
+def make_kwargs(spec: dict) -> dict[str, Any]:
+    """Keyword arguments of gymnasium.make for one slot: `make_kwargs` (e.g. MinAtar's
+    sticky_action_prob) and `max_episode_steps` (a TimeLimit), where the config sets them."""
+    kwargs = dict(spec.get("make_kwargs") or {})
+    if spec.get("max_episode_steps") is not None:
+        kwargs["max_episode_steps"] = int(spec["max_episode_steps"])
+    return kwargs
+
+
 def make_vec_env(spec: dict, num_envs: int) -> VectorEnv:
     """The vector env of one dataset slot: `spec` = data.<slot> of the config."""
     env_id, impl = spec["env_id"], spec.get("impl", "native")
     if env_id.startswith("MinAtar/"):
         register_minatar(env_id)
+    kwargs = make_kwargs(spec)
+    if kwargs and impl != "sync":
+        raise ConfigError(f"data.<slot>.make_kwargs / max_episode_steps need impl=sync, not {impl!r}")
     if impl == "native":
         env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
     elif impl == "batched":
@@ -183,7 +195,7 @@ def make_vec_env(spec: dict, num_envs: int) -> VectorEnv:
             raise ConfigError(f"impl=batched exists for Acrobot-v1 only, not {env_id}")
         env = AcrobotVectorEnv(num_envs, max_episode_steps=gym.spec(env_id).max_episode_steps)
     elif impl == "sync":  # = gym.make_vec(id, vectorization_mode="sync"), with picklable env makers
-        env = gym.vector.SyncVectorEnv([functools.partial(gym.make, env_id) for _ in range(num_envs)])
+        env = gym.vector.SyncVectorEnv([functools.partial(gym.make, env_id, **kwargs) for _ in range(num_envs)])
     else:
         raise ConfigError(f"data.<slot>.impl must be native, batched or sync, not {impl!r}")
     if spec.get("distractor_dims", 0):
@@ -196,7 +208,7 @@ def describe(spec: dict) -> dict[str, Any]:
     if spec["env_id"].startswith("MinAtar/"):
         register_minatar(spec["env_id"])
     try:
-        ref = gym.make(spec["env_id"])
+        ref = gym.make(spec["env_id"], **make_kwargs(spec))
     except gym.error.Error as err:
         raise DataError(f"gymnasium cannot make {spec['env_id']}: {err}") from None
     reg = gym.spec(spec["env_id"])
@@ -206,7 +218,8 @@ def describe(spec: dict) -> dict[str, Any]:
         "gymnasium_version": gym.__version__,
         "entry_point": str(reg.entry_point),
         "vector_entry_point": str(reg.vector_entry_point) if reg.vector_entry_point else None,
-        "max_episode_steps": reg.max_episode_steps,
+        "max_episode_steps": spec.get("max_episode_steps") or reg.max_episode_steps,
+        "make_kwargs": dict(spec.get("make_kwargs") or {}),
         "observation_space": str(ref.observation_space),
         "obs_shape": list(ref.observation_space.shape),
         "obs_dtype": str(ref.observation_space.dtype),
@@ -289,7 +302,7 @@ def check_against_gymnasium(spec: dict, n_steps: int, num_envs: int = 8, seed: i
     """
     impl = spec.get("impl", "native")
     vec = make_vec_env({**spec, "distractor_dims": 0}, num_envs)
-    refs = [gym.make(spec["env_id"]) for _ in range(num_envs)]
+    refs = [gym.make(spec["env_id"], **make_kwargs(spec)) for _ in range(num_envs)]
     rng = np.random.default_rng(seed)
     obs, _ = vec.reset(seed=seed)
     ref_obs = np.stack([r.reset(seed=seed + i)[0] for i, r in enumerate(refs)])  # sync seeds sub-env i with seed+i

@@ -18,7 +18,7 @@ from .envs import check_training_env, describe
 # evaluate never need it, and its import costs ~2 s of the tiny budget per job.
 
 SPEC_FILE, CHECK_FILE, RESULTS_FILE = "env_spec.json", "env_check.json", "results.json"
-SPEC_KEYS = ("env_id", "gymnasium_version", "observation_space", "action_space", "max_episode_steps",
+SPEC_KEYS = ("env_id", "gymnasium_version", "observation_space", "action_space", "max_episode_steps", "make_kwargs",
              "distractor_dims", "impl")
 
 
