@@ -177,6 +177,38 @@ def test_calibration_and_magnitude_errors_name_their_cause():
         control.lda_magnitudes(hidden, pos, neg, v, "median")
 
 
+def test_calibration_confidence_is_the_geometric_mean_of_the_max_prob(monkeypatch):
+    """audit 03, B1: a step's offline confidence is exp(mean log max-prob), the official value under
+    greedy decoding, whatever token the pass sampled (the sampled token's log-prob is ignored)."""
+    from iclr26.core.lm import traces
+    from iclr26.core.lm.formats import TagFormat
+    from iclr26.core.lm.generate import Generation
+    from iclr26.core.lm.model import build_model
+    from iclr26.core.lm.tokenizer import build_tokenizer
+    from iclr26.papers.rebalance import calibration
+
+    tok = build_tokenizer(traces.vocabulary(10))
+    fmt = TagFormat(tok)
+    model = build_model({"config": {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
+                                    "num_attention_heads": 2}}, tok, seed=0).eval()
+    rows = traces.generate({"modulus": 10, "max_operand": 2, "n_ops": [3, 3]}, 8, seed=0)
+    rows = [{**r, "trace": r["trace"] + " <sep> wait + 1 = 1"} for r in rows]   # one cue step per trace
+    tokens = [ids[n:] for ids, n in fmt.training_examples([r["problem"] for r in rows], [r["trace"] for r in rows],
+                                                           [r["trace_answer"] for r in rows])]
+    rng = np.random.default_rng(0)
+    maxprob = [list(rng.uniform(0.3, 1.0, len(t))) for t in tokens]
+    gen = Generation(tokens=tokens, logprob=[[math.log(0.01)] * len(t) for t in tokens], maxprob=maxprob)
+    monkeypatch.setattr(calibration, "sample", lambda *a, **k: gen)
+    cfg = {"eval": {"max_new_tokens": 40, "temperature": 0.7},
+           "method": {"layer": 1, "cue_words": ["wait"], "calibration_temperature": 0.7, "read_at": "boundary",
+                      "lda_threshold": "midpoint", "quartiles_over": "all"}}
+    out = calibration.calibrate(model, fmt, rows, cfg, seed=0)
+    expected = [math.exp(np.mean(np.log(m[lo:hi]))) for t, m in zip(tokens, maxprob)
+                for lo, hi in fmt.step_spans(t, 0, fmt.thinking_end(t))]
+    assert (out["q25c"], out["q75c"]) == pytest.approx(tuple(np.quantile(expected, [0.25, 0.75])))
+    assert out["q25c"] > 0.3                       # not the sampled tokens' log-prob (0.01)
+
+
 def test_boundary_behaviour_counts_reflections_and_broken_steps():
     """The precondition's measure: reflections and malformed steps after a boundary (a trace with no
     answer counts once more), and the share of well-formed traces."""
@@ -193,6 +225,58 @@ def test_boundary_behaviour_counts_reflections_and_broken_steps():
     out = boundary_behaviour(cfg, "math", fmt, parsed)
     assert out["format_ok"] == pytest.approx(1 / 3)
     assert out["reflect_rate"] == pytest.approx(3 / 5)
+    assert boundary_behaviour(cfg, "math", fmt, parsed, each=True)["format_ok"] == [True, False, False]
+
+
+def test_high_val_2_keeps_the_shipped_ratio_when_scaled():
+    """audit 03, M3: scaled by |low_val_1| / 1.19, the push toward reflection keeps the shipped ~8%."""
+    fixed = {"slope": 1200.0, "high_val_2": 0.1}
+    assert control.high_val_2({"low_val_1": -0.5}, fixed) == 0.1
+    scaled = {**fixed, "high_val_2_scale": "low_val_1"}
+    assert control.high_val_2({"low_val_1": -0.5}, scaled) == pytest.approx(0.1 * 0.5 / 1.19)
+    assert control.high_val_2(SHIPPED_7B, scaled) == pytest.approx(0.1)
+    rule = control.steering_rule("rebalance", {**SHIPPED_7B, "low_val_1": -0.5, "low_val_2": -0.8}, scaled)
+    assert rule["high_val_2"] == pytest.approx(0.1 * 0.5 / 1.19) and rule["alpha_max"] == pytest.approx(0.042, abs=1e-3)
+    with pytest.raises(ValueError, match="high_val_2_scale"):
+        control.high_val_2(SHIPPED_7B, {**fixed, "high_val_2_scale": "relative"})
+
+
+def test_static_strength_is_chosen_by_accuracy_and_the_vector_is_checked(monkeypatch):
+    """audit 03, M1/B2: the shortest-thinking alpha (0 included) within the accuracy tolerance, not the
+    strongest; the grid point f = 1 is the vector check (a probe of its own when the grid lacks it)."""
+    from iclr26.papers.rebalance import calibration
+
+    results = {None: {"accuracy": 0.70, "thinking_tokens": 30.0, "format_ok": 1.0, "reflect_rate": 0.3},
+               -0.25: {"accuracy": 0.69, "thinking_tokens": 27.0, "format_ok": 1.0, "reflect_rate": 0.25},
+               -0.5: {"accuracy": 0.60, "thinking_tokens": 20.0, "format_ok": 0.9, "reflect_rate": 0.2},
+               -1.0: {"accuracy": 0.40, "thinking_tokens": 12.0, "format_ok": 0.8, "reflect_rate": 0.1}}
+    calls = []
+
+    def fake_probe(model, fmt, rows, cfg, seed, arm, steering, dataset, stream=0):
+        calls.append((arm, None if steering is None else steering["alpha"], stream))
+        return dict(results[None if steering is None else steering["alpha"]])
+
+    monkeypatch.setattr(calibration, "probe", fake_probe)
+    cfg = {"method": {"static_grid": [1.0, 0.25, 0.5], "static_accuracy_tolerance": 0.02}}
+    out = calibration.static_strength(None, None, [], cfg, 0, {"low_val_1": -1.0}, "math")
+    assert out["alpha"] == -0.25 and out["vector_check"]["alpha"] == -1.0 and len(calls) == 4
+    assert len({stream for *_, stream in calls}) == 4          # every probe its own sampling stream
+    cfg = {"method": {"static_grid": [0.5], "static_accuracy_tolerance": 0.02}}
+    out = calibration.static_strength(None, None, [], cfg, 0, {"low_val_1": -1.0}, "math")
+    assert out["alpha"] == 0.0 and out["vector_check"]["reflect_rate"] == 0.1   # -0.5 loses accuracy: unsteered
+
+
+def test_firing_statistics_and_vector_check_records():
+    from iclr26.papers.rebalance.stages import firing, vector_check
+
+    out = firing([-0.5, -0.1, 0.0, 0.04], 2, True)
+    assert out == pytest.approx({"alpha_neg_share": 0.5, "alpha_pos_share": 0.25, "alpha_mean": -0.14,
+                                 "boundaries": 2.0})
+    assert all(math.isnan(v) for v in firing([], 3, False).values())
+    cal = {"static": {"alpha": -0.25, "original": {"reflect_rate": 0.3, "format_ok": 0.95},
+                      "vector_check": {"reflect_rate": 0.2, "format_ok": 0.9}}}
+    assert vector_check(cal) == pytest.approx({"vector_reflect_change": -0.1, "vector_format_change": -0.05,
+                                               "static_alpha_chosen": -0.25})
 
 
 def test_alternating_rechecks_switch_and_return():

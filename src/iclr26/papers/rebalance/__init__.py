@@ -8,7 +8,8 @@ PAPER = Paper(
     methods=("original", "keyword_suppression", "static_steering", "rebalance"),  # table rows, in order
     datasets=("math",),
     metrics=("accuracy", "acc_hard", "thinking_tokens", "len_correct", "len_incorrect", "errors_fixed", "reflections",
-             "format_ok", "reflect_rate", "probe_format_ok"),
+             "format_ok", "acc_format_ok", "reflect_rate", "probe_format_ok", "alpha_neg_share", "alpha_pos_share",
+             "alpha_mean", "vector_reflect_change", "vector_format_change"),
     figures=("accuracy_vs_thinking_tokens.png",),
     stage_module="iclr26.papers.rebalance.stages",
     training_free=("original", "keyword_suppression"),  # train() fits nothing for them (stages.train)

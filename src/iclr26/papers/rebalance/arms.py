@@ -3,9 +3,10 @@
 original             the model as it is
 keyword_suppression  NoWait-like: the reflection keywords can never be sampled
 static_steering      SEAL-like: at every step boundary inside <think>, h <- h + alpha v with one
-                     fixed alpha (`steering["alpha"]`: the strongest fraction of low_val_1 on the
-                     config's grid that keeps the output format on the calibration set, chosen in
-                     prepare by calibration.static_strength; low_val_1 itself when absent)
+                     fixed alpha (`steering["alpha"]`: of 0 and the fractions of low_val_1 on the
+                     config's grid, the shortest-thinking one that keeps accuracy on the calibration
+                     probe problems, chosen in prepare by calibration.static_strength; low_val_1
+                     itself when absent)
 rebalance            the same push with alpha from the control function of the step just finished:
                      its confidence c (mean max-prob of its tokens) and var = (c - c_prev)^2 / 4
 
@@ -26,9 +27,11 @@ from .control import STEERED
 
 
 def sample(model, fmt, rows: list[dict], cfg: dict, seed: int, arm: str, steering: dict | None = None,
-           temperature: float | None = None):
+           temperature: float | None = None, fired: list | None = None):
     """Sample the thinking of every row under one arm (at eval.temperature unless given); returns the
-    Generation. `steering` (the calibration: vector, low_val_1, quartiles) is needed by the steered arms."""
+    Generation. `steering` (the calibration: vector, low_val_1, quartiles) is needed by the steered arms.
+    `fired`, when given, receives the alpha applied at every step boundary (the firing statistics; a
+    generation resumed from the store at full scale logs only the passes it runs)."""
     tokenizer = fmt.tokenizer
     prompts = fmt.prompt_ids_many([r["problem"] for r in rows])
     settings = cfg["eval"]
@@ -40,7 +43,7 @@ def sample(model, fmt, rows: list[dict], cfg: dict, seed: int, arm: str, steerin
     if arm not in STEERED:
         return generation.generate(model, prompts, tokenizer.pad_token_id, tokenizer.eos_token_id, **kwargs)
     end_think = fmt.end_think_id
-    controller = control.Controller(steering, cfg["method"]["slope"], cfg["method"]["high_val_2"])
+    controller = control.Controller(steering, cfg["method"]["slope"], control.high_val_2(steering, cfg["method"]))
     vector = np.asarray(steering["vector"], dtype=np.float32)
     static_alpha = steering.get("alpha", steering["low_val_1"]) if arm == "static_steering" else None
     state = {}  # row -> (position where the current step started, confidence of the previous step)
@@ -56,6 +59,8 @@ def sample(model, fmt, rows: list[dict], cfg: dict, seed: int, arm: str, steerin
             var = control.variance_proxy(c, c_prev)
             alphas[b] = static_alpha if arm == "static_steering" else controller.alpha(c, var)
             state[row] = (len(tokens), c)
+            if fired is not None:
+                fired.append(float(alphas[b]))
         hook.set_shift(alphas, vector)
 
     with LayerHook(model, cfg["method"]["layer"]) as hook, fresh_alpha_at_prefill(model, hook):

@@ -1,7 +1,9 @@
 """Phase A/B of card 03: collect step confidences and hidden states on the calibration ("seen") set
 and turn them into the steering vector, its LDA magnitudes and the quartiles of the controller.
 
-The official collection pass decodes greedily (transformer_inference_dp.py: do_sample=False), reads
+The official collection pass decodes greedily (transformer_inference_dp.py: do_sample=False), scores
+a step by exp(mean log-prob of its greedy tokens), i.e. the geometric mean over the step of the
+max-prob (the greedy token is the argmax), reads
 the prototypes from hidden_states[layer] (the input of decoder layer `layer`, what core.lm.hooks
 captures) at the first token after each blank line, and splits thinking steps at "\\n\\n+" in the
 text, as core.lm.formats does. Steering, though, shifts the state at the boundary token itself (the
@@ -40,7 +42,7 @@ def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
     conf, cues, hidden, variances, labelled_conf = [], [], [], [], []
     prompts = fmt.prompt_ids_many([r["problem"] for r in rows])
     with LayerHook(model, method["layer"], capture=True) as hook, torch.no_grad():
-        for prompt, tokens, logprob in zip(prompts, gen.tokens, gen.logprob):
+        for prompt, tokens, maxprob in zip(prompts, gen.tokens, gen.maxprob):
             spans = fmt.step_spans(tokens, 0, fmt.thinking_end(tokens))
             if not spans:
                 continue
@@ -48,7 +50,9 @@ def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
             model(input_ids=torch.tensor([prompt + tokens], device=model.device))
             c_prev = None
             for lo, hi in spans:
-                conf.append(control.step_confidence(logprob[lo:hi]))
+                # exp(mean log max-prob): the official value under greedy decoding, and still the
+                # model's confidence (not the luck of the draw) when the pass samples (audit 03, B1)
+                conf.append(control.step_confidence(np.log(np.maximum(maxprob[lo:hi], 1e-30))))
                 if c_prev is not None:    # compute_global_diff_quartiles: consecutive steps, j >= 1
                     variances.append(control.variance_proxy(conf[-1], c_prev))
                 c_prev = conf[-1]
@@ -84,8 +88,10 @@ def calibrate(model, fmt, rows: list[dict], cfg: dict, seed: int) -> dict:
         raise DataError(f"calibration (seed {seed}): low_val_1 = {low1:.3g} >= 0 with the {threshold} LDA threshold, "
                         "so steering at alpha = low_val_1 would do nothing (or push toward reflection); "
                         "use method.lda_threshold=midpoint or more calibration problems")
-    # the controller's thresholds are the offline quartiles (of exp mean log-prob), as shipped, while the
-    # online c it compares them with is the mean max-prob of the step (modeling_qwen2_dynamic_3D.py)
+    # the controller's thresholds are the offline quartiles of the geometric mean of the max-prob over a
+    # step (exp mean log-prob of the greedy token, as shipped), while the online c it compares them with
+    # is the arithmetic mean of the same max-prob (modeling_qwen2_dynamic_3D.py): the only official
+    # difference; the variance quartiles come from the same offline confidences
     q25v, q75v = np.quantile(variances, [0.25, 0.75]) if variances else (0.0, 0.0)
     return {"vector": vector.tolist(), "low_val_1": low1, "low_val_2": low2, "q25c": float(q25), "q75c": float(q75),
             "q25v": float(q25v), "q75v": float(q75v), "label_q25": q25, "label_q75": q75,
@@ -100,29 +106,47 @@ def probe_rows(rows: list[dict], cfg: dict) -> list[dict]:
 
 def probe(model, fmt, rows: list[dict], cfg: dict, seed: int, arm: str, steering: dict | None, dataset: str,
           stream: int = 0) -> dict:
-    """format_ok and reflect_rate (scoring.boundary_behaviour) of the traces an arm samples on the
-    probe problems of the calibration set, at the evaluation temperature (seed apart from the test's;
-    `stream` gives each grid point its own: core.lm.generate's resumable store at full scale keys a
-    call by prompts, settings and seed, not by the steering strength)."""
+    """format_ok and reflect_rate (scoring.boundary_behaviour), accuracy and mean thinking tokens of the
+    traces an arm samples on the probe problems of the calibration set, at the evaluation temperature
+    (seed apart from the test's; `stream` gives each grid point its own: core.lm.generate's resumable
+    store at full scale keys a call by prompts, settings and seed, not by the steering strength)."""
+    import numpy as np
+
     from .scoring import boundary_behaviour
 
-    gen = sample(model, fmt, probe_rows(rows, cfg), cfg, seed + 20_000 + 1_000 * stream, arm, steering)
-    return boundary_behaviour(cfg, dataset, fmt, [fmt.parse(t) for t in gen.tokens])
+    checked = probe_rows(rows, cfg)
+    gen = sample(model, fmt, checked, cfg, seed + 20_000 + 1_000 * stream, arm, steering)
+    parsed = [fmt.parse(t) for t in gen.tokens]
+    correct = [fmt.is_correct(p["answer"], r["answer"]) for p, r in zip(parsed, checked)]
+    return {**boundary_behaviour(cfg, dataset, fmt, parsed), "accuracy": float(np.mean(correct)),
+            "thinking_tokens": float(np.mean([p["thinking_tokens"] for p in parsed]))}
 
 
 def static_strength(model, fmt, rows: list[dict], cfg: dict, seed: int, calibration: dict, dataset: str) -> dict:
-    """The SEAL-like baseline's one fixed alpha, chosen on the calibration set before any test trace:
-    the strongest alpha = f * low_val_1 over f in method.static_grid whose probe traces keep the
-    output format (format_ok within method.static_format_tolerance of the unsteered model's); 0 when
-    none does (the static arm is then the original model, and says so)."""
+    """The SEAL-like baseline's one fixed alpha, chosen on the calibration probe problems before any
+    test trace, by accuracy (audit 03, M1; before: the strongest alpha that kept the format, i.e. the
+    most pruning): of alpha = 0 and alpha = f * low_val_1 for f in method.static_grid, the one with the
+    shortest thinking whose accuracy is within method.static_accuracy_tolerance of the unsteered
+    model's (alpha = 0 always qualifies: the static arm is then the original model, and says so).
+    Also the steering check of the vector itself (audit 03, B2): the probe traces at the fixed
+    alpha = low_val_1 (the grid point f = 1 when there is one), the precondition of the steering claims."""
     method = cfg["method"]
     base = probe(model, fmt, rows, cfg, seed, "original", None, dataset)
-    chosen, grid = 0.0, []
-    for i, f in enumerate(sorted(float(x) for x in method["static_grid"])):
+    tolerance = float(method["static_accuracy_tolerance"])
+    grid, vector_check = [], None
+    factors = sorted(float(x) for x in method["static_grid"])
+    for i, f in enumerate(factors):
         alpha = f * calibration["low_val_1"]
         result = probe(model, fmt, rows, cfg, seed, "static_steering", {**calibration, "alpha": alpha}, dataset,
                        stream=i + 1)
-        grid.append({"alpha": alpha, **result})
-        if result["format_ok"] >= base["format_ok"] - float(method["static_format_tolerance"]):
-            chosen = alpha
-    return {"alpha": chosen, "original": base, "grid": grid}
+        grid.append({"factor": f, "alpha": alpha, **result})
+        if f == 1.0:
+            vector_check = grid[-1]
+    if vector_check is None:
+        alpha = calibration["low_val_1"]
+        vector_check = {"factor": 1.0, "alpha": alpha, **probe(
+            model, fmt, rows, cfg, seed, "static_steering", {**calibration, "alpha": alpha}, dataset,
+            stream=len(factors) + 1)}
+    eligible = [{"alpha": 0.0, **base}] + [g for g in grid if g["accuracy"] >= base["accuracy"] - tolerance]
+    chosen = min(eligible, key=lambda g: (g["thinking_tokens"], abs(g["alpha"])))
+    return {"alpha": chosen["alpha"], "original": base, "grid": grid, "vector_check": vector_check}

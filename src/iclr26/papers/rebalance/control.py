@@ -2,7 +2,8 @@
 `hidden_analysis_auto.py` and `modeling_qwen2_dynamic_3D.py`). numpy only.
 
 Phase A/B (calibration on a small seen set):
-    step confidence      c_t = exp(mean log p of the step's sampled tokens)
+    step confidence      c_t = exp(mean log max-prob over the step's tokens) (= exp mean log p of the
+                         greedy tokens, as shipped; also when the pass samples)
     labels               positive: reflection cue OR c_t < q25;  negative: no cue AND c_t > q75
     steering vector      v = mean(h | pos) - mean(h | neg)   (h: layer-l state at a step's first token)
     magnitudes           diagonal LDA along v (official formula, see lda_magnitudes): low_val_1 =
@@ -120,13 +121,30 @@ class Controller:
         return float(min(max(value, min(self.low1, self.low2)), max(0.01, self.high2)))
 
 
+SHIPPED_LOW_VAL_1 = -1.19   # the shipped 7B default, whose high_val_2 = 0.1 is about 8% of the negative push
+
+
+def high_val_2(cal: dict, method: dict) -> float:
+    """The push toward reflection in the sure-and-stable corner: method.high_val_2 as configured, or, with
+    `high_val_2_scale: low_val_1` (tiny/smoke, audit 03, M3), scaled by |low_val_1| / 1.19 so that it keeps
+    the shipped ratio to the negative push (0.1 against the midpoint threshold's -1/2 would be 20%)."""
+    value = float(method["high_val_2"])
+    scale = method.get("high_val_2_scale", "fixed")
+    if scale == "low_val_1":
+        return value * abs(float(cal["low_val_1"])) / abs(SHIPPED_LOW_VAL_1)
+    if scale != "fixed":
+        raise ValueError(f"method.high_val_2_scale must be fixed or low_val_1, got {scale!r}")
+    return value
+
+
 def steering_rule(arm: str, cal: dict, method: dict) -> dict:
     """What a steering arm applies at a step boundary, from its seed's calibration: static_steering
     one fixed alpha (the strength prepare chose on the calibration set, `cal["static"]`, else
     low_val_1); rebalance the control function, whose slope k is fitted here."""
     if arm == "static_steering":
         return {"arm": arm, "alpha": cal["static"]["alpha"] if "static" in cal else cal["low_val_1"]}
-    controller = Controller(cal, method["slope"], method["high_val_2"])
-    return {"arm": arm, "k": controller.k, "gm": controller.gm, "F_q25c": controller.baseline(controller.q25c),
+    controller = Controller(cal, method["slope"], high_val_2(cal, method))
+    return {"arm": arm, "k": controller.k, "high_val_2": controller.high2, "gm": controller.gm,
+            "F_q25c": controller.baseline(controller.q25c),
             "F_1": controller.baseline(1.0), "alpha_min": min(controller.low1, controller.low2),
             "alpha_max": max(0.01, controller.high2)}

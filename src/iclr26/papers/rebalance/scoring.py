@@ -15,12 +15,16 @@ def score(cfg: dict, dataset: str, fmt, rows: list[dict], tokens: list[list[int]
     parsed = [fmt.parse(t) for t in tokens]
     correct = np.array([fmt.is_correct(p["answer"], r["answer"]) for p, r in zip(parsed, rows)])
     length = np.array([p["thinking_tokens"] for p in parsed], dtype=float)
+    kept = np.array(boundary_behaviour(cfg, dataset, fmt, parsed, each=True)["format_ok"], dtype=bool)
     record = {
         "accuracy": float(correct.mean()), "thinking_tokens": float(length.mean()),
         "len_correct": float(length[correct].mean()) if correct.any() else float("nan"),
         "len_incorrect": float(length[~correct].mean()) if (~correct).any() else float("nan"),
         "reflections": float(np.mean([sum(p["thinking"].lower().count(k) for k in keywords) for p in parsed])),
-        "format_ok": boundary_behaviour(cfg, dataset, fmt, parsed)["format_ok"],
+        "format_ok": float(kept.mean()),
+        # accuracy on the traces that kept the format (audit 03, M2): how much of an arm's accuracy loss
+        # is the trace derailing (e.g. keyword suppression's one banned cue token) rather than wrong sums
+        "acc_format_ok": float(correct[kept].mean()) if kept.any() else float("nan"),
         "n": len(rows),
         # per problem, in the test set's order: what the seed x problem cluster bootstrap resamples
         "accuracy_items": correct.astype(int).tolist(), "thinking_tokens_items": length.tolist()}
@@ -40,13 +44,14 @@ def audit(cfg: dict, dataset: str, rows: list[dict], parsed: list[dict], correct
             "traces_with_error": float(erred.mean())}
 
 
-def boundary_behaviour(cfg: dict, dataset: str, fmt, parsed: list[dict]) -> dict:
+def boundary_behaviour(cfg: dict, dataset: str, fmt, parsed: list[dict], each: bool = False) -> dict:
     """What the model does at its step boundaries, for the steering precondition:
     format_ok     share of traces that close the thinking span with an answer and (tiny task) write
                   only well-formed steps (core.lm.traces.step_kind is not "other")
     reflect_rate  share of the steps after a boundary that are reflections (a cue word) or break the
                   format (a malformed step; a trace with no answer counts as one more such step):
-                  steering that lowers reflection by derailing the trace does not lower it"""
+                  steering that lowers reflection by derailing the trace does not lower it
+    each=True: format_ok is the per-trace list instead of its mean"""
     cue = re.compile(r"\b(?:" + "|".join(re.escape(w.lower()) for w in cfg["method"]["cue_words"]) + r")\b")
     tiny = cfg["data"][dataset]["source"] == "chains"
     ok, bad, total = [], 0, 0
@@ -58,5 +63,7 @@ def boundary_behaviour(cfg: dict, dataset: str, fmt, parsed: list[dict]) -> dict
         bad += sum(bool(cue.search(step.lower())) or broken for step, broken in zip(steps[1:], malformed[1:]))
         bad += int(not answered)
         total += max(len(steps) - 1, 0) + int(not answered)
+    if each:
+        return {"format_ok": ok, "reflect_rate": bad / total if total else float("nan")}
     return {"format_ok": float(np.mean(ok)) if ok else float("nan"),
             "reflect_rate": bad / total if total else float("nan")}

@@ -10,7 +10,8 @@ prepare   the reasoning model and its calibration, which both steering arms shar
           calibration set; steps get confidences and layer-l states; the prototypes give the
           steering vector, its LDA magnitudes and the quartiles.
           prepare also picks the static baseline's one fixed alpha on the calibration set
-          (calibration.static_strength: the strongest on a grid that keeps the output format).
+          (calibration.static_strength: the shortest-thinking one on a grid, alpha = 0 included, that
+          keeps accuracy) and checks the vector itself (reflect rate at a fixed alpha = low_val_1).
 train     ReBalance is training-free; a steering arm turns the seed's calibration into its rule
           (static_steering: that fixed alpha at every boundary; rebalance: the control function
           fitted to the quartiles, control.py). original / keyword_suppression: nothing.
@@ -94,12 +95,40 @@ def evaluate(job) -> dict:
     for seed in job.seeds:
         model, fmt = load_model(job, seed, base_dir=job.prepared_dir(DATASET))
         steering = read_json(job.out_dir / f"steering_s{seed}.json") if job.method in STEERED else None
-        gen = sample(model, fmt, rows, job.cfg, seed, job.method, steering)
+        fired: list[float] = []
+        gen = sample(model, fmt, rows, job.cfg, seed, job.method, steering, fired=fired)
         checked = probe(model, fmt, calibration_rows, job.cfg, seed, job.method, steering, DATASET)
         records.append({"seed": seed, **score(job.cfg, DATASET, fmt, rows, gen.tokens),
                         "reflect_rate": checked["reflect_rate"], "probe_format_ok": checked["format_ok"],
-                        "alpha": steering.get("alpha", float("nan")) if steering else float("nan")})
+                        "alpha": steering.get("alpha", float("nan")) if steering else float("nan"),
+                        **firing(fired, len(rows), job.method in STEERED),
+                        **vector_check(read_json(job.prepared_dir(DATASET) / f"calibration_s{seed}.json"))})
     return {"records": records}
+
+
+def firing(fired: list[float], n_traces: int, steered: bool) -> dict:
+    """How a steering arm fired on the test traces (audit 03, B2): the share of step boundaries with
+    alpha < 0 (away from reflection) and alpha > 0 (toward it), the mean alpha, boundaries per trace."""
+    import numpy as np
+
+    if not steered or not fired:
+        nan = float("nan")
+        return {"alpha_neg_share": nan, "alpha_pos_share": nan, "alpha_mean": nan,
+                "boundaries": len(fired) / n_traces if steered else nan}
+    a = np.asarray(fired)
+    return {"alpha_neg_share": float((a < 0).mean()), "alpha_pos_share": float((a > 0).mean()),
+            "alpha_mean": float(a.mean()), "boundaries": len(a) / n_traces}
+
+
+def vector_check(calibration: dict) -> dict:
+    """The steering vector's own check (audit 03, B2), measured in prepare on the calibration probe
+    problems: the change of reflect rate and of format kept under a fixed alpha = low_val_1 against
+    the unsteered model; the same for every arm of a seed (the claims read it from the rebalance rows)."""
+    static = calibration["static"]
+    check, base = static["vector_check"], static["original"]
+    return {"vector_reflect_change": check["reflect_rate"] - base["reflect_rate"],
+            "vector_format_change": check["format_ok"] - base["format_ok"],
+            "static_alpha_chosen": static["alpha"]}
 
 
 def figures(cfg: dict, records, out_dir) -> list[Path]:
