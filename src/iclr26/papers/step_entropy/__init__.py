@@ -7,7 +7,8 @@ PAPER = Paper(
     arxiv="2508.03346", openreview="cGLqQfS5wH",
     code="https://github.com/staymylove/COT_Compresstion_via_Step_entropy",
     methods=("full_cot", "low_entropy", "random", "high_entropy"),  # table rows, in order
-    datasets=("reasoning", "filler_weakness"),  # the headline task and the card's weakness row
+    datasets=("reasoning", "filler_weakness", "restate_value"),  # the headline task, the card's weakness row,
+                                                                 # and restatements that carry the computed value
     metrics=("accuracy", "acc_drop", "thinking_tokens", "necessary_kept", "score_comp", "score_redundant",
              "skip_ratio", "comp_steps", "oracle_drop"),
     figures=("accuracy_vs_mask_ratio.png",),

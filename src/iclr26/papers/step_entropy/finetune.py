@@ -8,6 +8,8 @@ job's GPUs) through core.lm.train.train_recipe, which the config's train block s
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from iclr26.core.lm import generate as generation
@@ -18,7 +20,7 @@ from iclr26.core.lm.train import train_recipe, uses_recipe
 
 from . import method
 from .own_traces import sampling
-from .pruning import NEEDED, compress, necessary_kept, needed_steps
+from .pruning import NEEDED, compress, necessary_kept, value_groups
 
 
 def sft_rule(method_name: str, cfg: dict) -> tuple[str, float]:
@@ -35,15 +37,22 @@ def finetune(model, fmt, own: list[dict], cfg: dict, method_name: str, seed: int
     compressed = [compress(t, kappa, rule, rng) for t in kept]
     examples = fmt.training_examples([t["problem"] for t in kept], [fmt.join_steps(steps) for steps, _ in compressed],
                                      [t["own_answer"] for t in kept])
-    sft = cfg["train"]
+    sft = dict(cfg["train"])
+    if sft.get("steps") is None:   # one epoch over the kept traces (full: sft.py's one epoch, audit finding 7)
+        sft["steps"] = max(1, math.ceil(len(examples) / int(sft["batch_size"])))
+    cap = sft.get("max_length")    # examples longer than the cap lose their end (</think>, the answer)
+    cut = float(np.mean([len(e[0]) > cap for e in examples])) if cap and examples else 0.0
+    if cap and sft.get("drop_cut", False):
+        examples = [e for e in examples if len(e[0]) <= cap] or examples
     if uses_recipe(sft):
         model, losses = train_recipe(model, [e[0] for e in examples], [e[1] for e in examples],
                                      fmt.tokenizer.pad_token_id, {"warmup": 10, **sft}, seed, log=log)
     else:
         losses = train_lm(model, [e[0] for e in examples], [e[1] for e in examples], fmt.tokenizer.pad_token_id,
                           sft["steps"], sft["batch_size"], sft["lr"], seed, warmup=sft.get("warmup", 10), log=log)
-    return {"sft_examples": len(examples), "own_accuracy": float(np.mean([t["correct"] for t in own])),
-            "necessary_kept": necessary_kept(needed_steps(kept), [m for _, m in compressed]),
+    return {"sft_examples": len(examples), "sft_steps": int(sft["steps"]), "cut_share": cut,
+            "own_accuracy": float(np.mean([t["correct"] for t in own])),
+            "necessary_kept": necessary_kept(value_groups(kept), [m for _, m in compressed]),
             "final_loss": float(np.mean(losses[-10:]))}, model
 
 

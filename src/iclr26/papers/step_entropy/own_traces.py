@@ -83,16 +83,32 @@ def stats_without(model, prompts: list[list[int]], generated: list[list[int]], p
     return entropies, logprobs
 
 
-def skip_augmented_examples(fmt, rows: list[dict], share: float, seed: int) -> list[tuple[list[int], int]]:
-    """The teacher traces; with probability `share` each, a random kappa ~ U(0.1, 0.9) of a trace's
-    steps become [SKIP] (answer unchanged), so [SKIP] is a known token without favouring any kind
-    of step (card 6.2)."""
+def skip_augmented_examples(fmt, rows: list[dict], share: float, seed: int,
+                            kind: str = "trailing") -> list[tuple[list[int], int]]:
+    """The teacher traces; with probability `share` each, some steps become [SKIP] (answer
+    unchanged), so [SKIP] is a known token (card 6.2).
+    kind "random" (the card's 6.2): a random kappa ~ U(0.1, 0.9) of all steps; it also skips the
+        last computation step while keeping the answer, so the model learns that the answer need
+        not be the last value it can read (audit finding 1).
+    kind "trailing" (post hoc, chosen on non-evaluation seeds: scripts/tune_step_entropy.py): by
+        position only, a random kappa ~ U(0.1, 0.9) of the steps before the last computation step,
+        and a run of random length >= 1 of the steps after it; the last computation step is always
+        kept, so the answer is always the last computed value the model can read."""
     rng = np.random.default_rng(seed)
     thinkings = []
     for row in rows:
         steps = fmt.split_steps(row["trace"])
         if rng.random() < share:
-            steps = method.compress(steps, method.masked_steps([0.0] * len(steps), float(rng.uniform(0.1, 0.9)),
-                                                               "random", rng))
+            if kind == "random" or "kinds" not in row:
+                masked = method.masked_steps([0.0] * len(steps), float(rng.uniform(0.1, 0.9)), "random", rng)
+            elif kind == "trailing":
+                last = max([i for i, k in enumerate(row["kinds"]) if k in ("comp", "fix")], default=-1)
+                head = method.masked_steps([0.0] * max(last, 0), float(rng.uniform(0.1, 0.9)), "random", rng)
+                tail = len(steps) - last - 1
+                run = int(rng.integers(1, tail + 1)) if tail > 0 else 0
+                masked = head | set(range(last + 1, last + 1 + run))
+            else:
+                raise ValueError(f"base.augment must be trailing or random, got {kind!r}")
+            steps = method.compress(steps, masked)
         thinkings.append(fmt.join_steps(steps))
     return fmt.training_examples([r["problem"] for r in rows], thinkings, [r["trace_answer"] for r in rows])

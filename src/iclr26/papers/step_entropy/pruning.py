@@ -3,10 +3,11 @@
 For every mask ratio kappa, the method's rule replaces floor(kappa n) steps of each own test trace
 by [SKIP]; the compressed thinking is prefilled, closed with `</think>`, and the answer decoded as
 the trace was (the official code samples the answer with the trace's settings). Besides accuracy,
-two diagnostics of the tiny task say why a rule wins or loses: the share of computation steps it
-keeps, and the mean score of computation vs redundant steps; and a check of the model itself:
-its accuracy when exactly the redundant steps are replaced by [SKIP] (every computation step kept),
-the best any rule can do. If the model cannot answer from that, no rule comparison means anything.
+two diagnostics of the tiny task say why a rule wins or loses: the share of computed values it
+keeps visible (a computation step or its restatement), and the mean score of computation vs
+redundant steps; and a check of the model itself (oracle_drop): its accuracy when exactly the
+redundant steps are replaced by [SKIP] (every computation step kept), the best any rule can do. It
+gates only the absolute "keeps accuracy" claims: every rule faces the same reader.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def prune_records(model, fmt, traces: list[dict], rule: str, kappas, cfg: dict, 
     """One record per kappa: answer accuracy after the compressed thinking, its drop from kappa 0,
     thinking tokens, and the diagnostics. `cfg` is the config's `method` block."""
     tokenizer = fmt.tokenizer
-    by_kind, needed = score_by_kind(traces), needed_steps(traces)
+    by_kind, needed, groups = score_by_kind(traces), needed_steps(traces), value_groups(traces)
 
     def accuracy(thinking: list[str]) -> float:
         out = generation.generate(model, fmt.prefill_ids_many([t["problem"] for t in traces], thinking),
@@ -53,7 +54,7 @@ def prune_records(model, fmt, traces: list[dict], rule: str, kappas, cfg: dict, 
         records.append({"seed": seed, "dataset": dataset, "stage": "prune", "kappa": float(kappa),
                         "accuracy": acc, "acc_drop": acc - base_acc if base_acc is not None else float("nan"),
                         "thinking_tokens": float(np.mean([len(ids) for ids in fmt.encode_many(thinking)])),
-                        "necessary_kept": necessary_kept(needed, [m for _, m in compressed]),
+                        "necessary_kept": necessary_kept(groups, [m for _, m in compressed]),
                         "oracle_drop": oracle - base_acc if base_acc is not None else float("nan"),
                         **by_kind, "n": len(traces),
                         "steps_per_trace": float(np.mean([len(t["steps"]) for t in traces]))})
@@ -71,10 +72,33 @@ def needed_steps(traces: list[dict]) -> list[list[int]]:
     return [[i for i, step in enumerate(trace["steps"]) if step_kind(step) in NEEDED] for trace in traces]
 
 
-def necessary_kept(needed: list[list[int]], masks: list[set[int]]) -> float:
-    """The share of the needed steps that survive the masking, averaged over the traces that have
-    any (nan when none has: full scale)."""
-    shares = [np.mean([i not in masked for i in steps]) for steps, masked in zip(needed, masks) if steps]
+def value_groups(traces: list[dict]) -> list[list[set[int]]]:
+    """Tiny task only: per trace, one group per computed value: its computation step and every
+    restatement ("so v") of the same value before the next computation step. Under the paper's
+    theory a computation step and its restatement are mutually redundant (audit finding 3): the
+    value stays visible while any member of its group is kept."""
+    groups = []
+    for trace in traces:
+        mine, value = [], None
+        for i, step in enumerate(trace["steps"]):
+            parts = step.split()
+            if step_kind(step) in NEEDED:
+                mine.append({i})
+                value = parts[-1]
+            elif mine and len(parts) == 2 and parts[0] == "so" and parts[1] == value:
+                mine[-1].add(i)
+        groups.append(mine)
+    return groups
+
+
+def necessary_kept(needed: list[list], masks: list[set[int]]) -> float:
+    """The share of the needed steps (ints) or value groups (sets of indices: value_groups) that
+    survive the masking (a group survives while any member is kept), averaged over the traces that
+    have any (nan when none has: full scale)."""
+    def kept(item, masked):
+        return any(i not in masked for i in item) if isinstance(item, set) else item not in masked
+
+    shares = [np.mean([kept(item, masked) for item in items]) for items, masked in zip(needed, masks) if items]
     return float(np.mean(shares)) if shares else float("nan")
 
 

@@ -52,23 +52,39 @@ def prepare(job) -> dict:
     info = {}
     if not cfg["model"].get("source"):
         info = train_base_models(job, lambda fmt, rows, seed: skip_augmented_examples(
-            fmt, rows, cfg["base"]["skip_augment"], seed))
+            fmt, rows, cfg["base"]["skip_augment"], seed, cfg["base"].get("augment", "random")))
     splits = {"test": None, **({"train": cfg["train"]["n_problems"]} if job.dataset == MAIN else {})}
-    seeds = {f"own_s{seed}": seed for seed in cfg["seeds"]}
+    # tiny: each seed is its own base model, so each writes its own traces; a pretrained model
+    # (full) is the same for every seed: its traces are written once (seeds vary the SFT and the
+    # answer sampling only; audit finding 4) and every seed reads the same file
+    shared = bool(cfg["model"].get("source"))
+    seeds = {"own_shared": cfg["seeds"][0]} if shared else {f"own_s{seed}": seed for seed in cfg["seeds"]}
 
     def write_own_traces(key: str) -> dict:
         seed = seeds[key]
         model, fmt = load_model(job, seed, base_dir=job.out_dir)
         accuracy = {}
         for split, n in splits.items():
-            own = own_traces(model, fmt, read_jsonl(job.raw_dir() / f"{split}.jsonl")[:n], cfg["method"], seed)
-            write_jsonl(job.out_dir / f"own_{split}_s{seed}.jsonl", own)
-            accuracy[f"s{seed}_own_{split}_accuracy"] = float(np.mean([t["correct"] for t in own]))
+            own = own_traces(model, fmt, problems(job.raw_dir() / f"{split}.jsonl", n, cfg), cfg["method"], seed)
+            for written in (cfg["seeds"] if shared else [seed]):
+                write_jsonl(job.out_dir / f"own_{split}_s{written}.jsonl", own)
+            accuracy[f"{'shared' if shared else f's{seed}'}_own_{split}_accuracy"] = \
+                float(np.mean([t["correct"] for t in own]))
         return accuracy
 
     for accuracy in job.units(seeds, write_own_traces).values():
         info.update(accuracy)
     return info
+
+
+def problems(path: Path, n: int | None, cfg: dict) -> list[dict]:
+    """The rows of a split; with `n`, a seeded sample of n of them (data_seed; not the first n, which
+    follow the file's order: audit finding 13)."""
+    rows = read_jsonl(path)
+    if n is None or n >= len(rows):
+        return rows
+    rng = np.random.default_rng(int(cfg["data"][MAIN].get("data_seed", 0)))
+    return [rows[i] for i in sorted(rng.choice(len(rows), size=int(n), replace=False))]
 
 
 def train(job) -> dict:
@@ -98,7 +114,14 @@ def evaluate(job) -> dict:
     from .pruning import prune_records
 
     cfg = job.cfg
-    kappas = [0.0] if job.method == "full_cot" else cfg["method"]["kappas"]
+    kappas = cfg["method"]["kappas"]
+    # kappa 1 masks every step whatever the rule: with method.shared_ends (full) it is computed once,
+    # in the full_cot job; kappa 0 stays in every rule job, the paired reference of acc_drop
+    shared_ends = bool(cfg["method"].get("shared_ends"))
+    if job.method == "full_cot":
+        kappas = [0.0] + ([1.0] if shared_ends and 1.0 in kappas else [])
+    elif shared_ends:
+        kappas = [k for k in kappas if k < 1.0]
     rule = "low_entropy" if job.method == "full_cot" else job.method  # at kappa 0 every rule is the full CoT
     records = []
     for dataset in job.paper.datasets:
