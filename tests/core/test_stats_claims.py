@@ -168,9 +168,9 @@ def test_a_check_is_shown_with_its_number_but_not_counted():
     text = claims_markdown([{"paper": "toy", "scale": "tiny",
                              "claims": [check_claim(CLAIM, _records()), check, untestable]}])
     assert "Totals: 1 holds, 1 untestable here." in text
-    section = text.split("## Consistency checks")[1]
+    section = text.split("## Checks and probes")[1]
     assert "parts sum to the total" in section and "new - base: 1" in section and "**holds**" in section
-    assert "parts sum to the total" not in text.split("## Consistency checks")[0]
+    assert "parts sum to the total" not in text.split("## Checks and probes")[0]
     assert "**untestable here**: precondition not met" in text
     with pytest.raises(ConfigError, match="kind 'maybe'"):
         check_claim({**CLAIM, "kind": "maybe"}, _records())

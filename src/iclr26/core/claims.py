@@ -166,8 +166,9 @@ def claims_markdown(payloads: list[dict]) -> str:
         "Verdicts are computed by `tabulate` from the seeds' records: **holds** when the 95% interval of",
         "the effect lies on the claimed side, **not reproduced** when it lies on the other side,",
         "**inconclusive** when it straddles the line, **untestable here** when the claim's precondition",
-        "fails or there are too few seeds for its test (the measured reason is given). Consistency",
-        "checks hold by construction: they are listed with their numbers but not counted.",
+        "fails or there are too few seeds for its test (the measured reason is given). Checks (consistency",
+        "checks that hold by construction, and our probes beyond the paper's claims) are listed with their",
+        "numbers but not counted.",
         "The scale says how far our setting is from the paper's.",
         "",
     ]
@@ -190,7 +191,7 @@ def claims_markdown(payloads: list[dict]) -> str:
     total = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
     lines += [f"Totals: {total or 'no claims'}.", "", *rows, ""]
     if len(checks) > len(head):
-        lines += ["## Consistency checks (hold by construction; not counted in the totals)", "", *checks, ""]
+        lines += ["## Checks and probes (not the paper's claims; not counted in the totals)", "", *checks, ""]
     return "\n".join(lines)
 
 

@@ -99,7 +99,7 @@ def render_markdown(title: str, subtitle: str, sections: list[Section], labels: 
         lines += _md_table(["method", *cols], rows) + [""]
     real = [c for c in claims if c.get("kind", "claim") != "check"]
     checks = [c for c in claims if c.get("kind", "claim") == "check"]
-    for heading, group in (("Claims", real), ("Consistency checks (hold by construction; not counted)", checks)):
+    for heading, group in (("Claims", real), ("Checks and probes (not the paper's claims; not counted)", checks)):
         if not group:
             continue
         rows = []
