@@ -1,0 +1,66 @@
+"""Full scale: rows of multimodal-reasoning-lab/Zebra-CoT, named configs at a pinned commit.
+
+The dataset is tens of GB (about 59 GB of parquet), so it is streamed: one parquet shard of a config
+is downloaded (core.acquire.download, from the hub's `resolve/<commit>/` URL: a commit pins every
+file's content), its rows are read, and the shard is deleted before the next, until the config's
+row quota is met. The dataset ships only a `train` split; the held-out test split is the pipeline's
+own: a row goes to test when the first 8 hex digits of sha256("<config>/<shard>/<row>") fall below
+`test_fraction` (stable across runs and machines, independent of the quota), as the paper's
+in-distribution split is not described.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from urllib.parse import quote
+
+from . import data
+
+
+def is_test(config: str, shard: str, index: int, fraction: float) -> bool:
+    digest = hashlib.sha256(f"{config}/{shard}/{index}".encode()).hexdigest()
+    return int(digest[:8], 16) / 16**8 < fraction
+
+
+def shards_of(spec: dict, config: str, endpoint: str) -> list[str]:
+    """The config's parquet files at the pinned commit: `shards` (paths "<config>/<file>"), else
+    listed by the hub API."""
+    given = [p for p in spec.get("shards") or [] if p.startswith(f"{config}/")]
+    if given:
+        return given
+    from huggingface_hub import HfApi
+
+    files = HfApi(endpoint=endpoint).list_repo_files(spec["hub_id"], repo_type="dataset", revision=spec["revision"])
+    return sorted(f for f in files if f.startswith(f"{config}/") and f.endswith(".parquet"))
+
+
+def acquire(spec: dict, out_dir: Path, log=print) -> dict:
+    from iclr26.core.acquire import download
+
+    endpoint = (spec.get("endpoint") or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    fraction, quota = float(spec["test_fraction"]), {"train": int(spec["max_train_per_config"]),
+                                                     "test": int(spec["max_test_per_config"])}
+    kept: dict = {"train": [], "test": []}
+    counts = {}
+    for config in spec["configs"]:
+        mine = {"train": 0, "test": 0}
+        for shard in shards_of(spec, config, endpoint):
+            if all(mine[p] >= quota[p] for p in mine):
+                break
+            url = f"{endpoint}/datasets/{spec['hub_id']}/resolve/{spec['revision']}/{quote(shard)}"
+            local = download(url, Path(out_dir) / "shard.parquet", sha256=None)
+            for index, row in enumerate(data.read_parquet(local)):
+                part = "test" if is_test(config, shard, index, fraction) else "train"
+                if mine[part] < quota[part]:
+                    kept[part].append({"config": config, **row})
+                    mine[part] += 1
+            local.unlink()
+            log(f"{config}: {shard} read; train {mine['train']}, test {mine['test']}")
+        counts[config] = mine
+    for part, rows in kept.items():
+        data.write_parquet(rows, Path(out_dir) / f"{part}.parquet")
+    split = {"hub_id": spec["hub_id"], "revision": spec["revision"], "per_config": counts,
+             "how": f"test = sha256(config/shard/row)[:8] < {fraction} of 16^8, train the rest"}
+    print(f"zebra_cot split: {split}")
+    return split

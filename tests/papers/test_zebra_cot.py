@@ -1,0 +1,107 @@
+"""Card 19 (Zebra-CoT): the generator, the image tokenizer, the arms' sequences, the held-out split,
+and the full-scale path offline (Zebra-CoT-schema parquet shards on a loopback 'hub')."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from iclr26.papers.zebra_cot import data, hub, tokens
+
+SPEC = {"grid": 3, "n_ops": 2, "n_objects": [3, 6], "cell_px": 16}
+
+
+def test_operations_and_counts():
+    grid = np.array([[1, 2, 0], [3, 4, 0], [0, 0, 0]])
+    added = data.apply_op(grid, ("add", 2, "blue", "ball"))
+    assert added.tolist() == [[1, 2, 4], [3, 4, 4], [0, 0, 0]]           # first empty cells, raster order
+    assert data.count(added, ("blue", "ball")) == 3 and data.count(added, (None, None)) == 6
+    assert data.apply_op(added, ("remove_color", "blue")).tolist() == [[1, 2, 0], [0, 0, 0], [0, 0, 0]]
+    assert data.apply_op(added, ("remove_shape", "cube")).tolist() == [[0, 2, 4], [0, 4, 4], [0, 0, 0]]
+
+
+def test_rows_have_the_real_schema_and_no_counts_in_the_trace(tmp_path):
+    rows = data.generate(SPEC, 20, seed=3)
+    for row in rows:
+        assert {"Question", "Text Reasoning Trace", "Final Answer", "problem_image_1",
+                "reasoning_image_1", "reasoning_image_2"} <= set(row)
+        assert row["problem_image_1"]["bytes"][:8] == b"\x89PNG\r\n\x1a\n"
+        trace = re.sub(r"\[\w+\]|THOUGHT \d+|add \d", "", row["Text Reasoning Trace"])
+        assert not re.search(r"\d", trace)                                # the state lives in the images
+    data.write_parquet(rows, tmp_path / "rows.parquet")
+    back = data.read_parquet(tmp_path / "rows.parquet")
+    assert back[0]["Question"] == rows[0]["Question"]
+    assert back[0]["reasoning_image_2"]["bytes"] == rows[0]["reasoning_image_2"]["bytes"]
+
+
+def test_vq_tokens_recover_the_scene_and_the_last_image_decides_the_answer():
+    rng = np.random.default_rng(0)
+    grids = [rng.integers(0, 5, size=(3, 3)) for _ in range(12)]
+    images = [data.decode_image({"bytes": data.render(g, 16)}) for g in grids]
+    spec = {"patches": 3, "pool": 4, "codebook": 8}
+    book = tokens.fit_codebook(images, spec, seed=0)
+    codes = [tokens.encode_image(im, book, spec) for im in images]
+    pairs = {(int(g.flat[i]), c[i]) for g, c in zip(grids, codes) for i in range(9)}
+    assert len(pairs) == len({k for k, _ in pairs}) == len({c for _, c in pairs}) == 5   # one code per cell kind
+
+
+def test_arms_and_scaffolding_sequences():
+    row = data.generate(SPEC, 1, seed=1)[0]
+    codes = {c: [0] * 9 for c in data.image_columns(row)}
+    ex = tokens.example(*data.segments(row), row["Final Answer"], codes)
+    assert len(ex["steps"]) == 2
+    p0, t_answer = tokens.target(ex, "answer_only")
+    _, t_text = tokens.target(ex, "text_trace")
+    _, t_inter = tokens.target(ex, "interleaved")
+    assert p0.count(tokens.BOI) == 1 and t_answer == ["ANSWER", ":", row["Final Answer"]]
+    assert tokens.BOI not in t_text and t_inter.count(tokens.BOI) == 2
+    assert [w for w in t_inter if not w.startswith("<")] == t_text          # same words, images added
+    p2, t2 = tokens.target(ex, "interleaved", given=2)
+    assert p2.count(tokens.BOI) == 3 and t2[-3:] == t_answer and tokens.BOI not in t2
+    parsed = tokens.parse(["x", "<boi>", "<img_1>", "<eoi>", "ANSWER", ":", "4"])
+    assert parsed == {"answer": "4", "images": [["<img_1>"]]}
+
+
+def test_held_out_split_is_a_stable_hash():
+    picks = [hub.is_test("cfg", "s.parquet", i, 0.2) for i in range(2000)]
+    assert 0.15 < np.mean(picks) < 0.25
+    assert picks == [hub.is_test("cfg", "s.parquet", i, 0.2) for i in range(2000)]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_full_scale_path_offline(workdir, static_server):
+    """scale=full against a loopback hub: two configs' parquet shards (real column names, images as
+    {bytes, path} structs, more reasoning images than tiny) are streamed at the pinned commit, split
+    by the hash, tokenized, and every arm trains and decodes."""
+    import pandas as pd
+
+    from iclr26.core.job import load_records, run_paper
+
+    root, base = static_server
+    rev = "f6d1defc169d19180a69f517925ed6cbb06a1c97"
+    configs = ["3D Visual Reasoning - Multi-Hop Objects Counting", "Visual Logic & Strategic Games - Maze"]
+    shards = {}
+    for i, config in enumerate(configs):
+        rows = data.generate({"grid": 4, "n_ops": 3, "n_objects": [2, 8], "cell_px": 16}, 30, seed=i)
+        path = f"{config}/train-00000-of-00001.parquet"
+        target = root / "datasets" / "multimodal-reasoning-lab" / "Zebra-CoT" / "resolve" / rev / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data.write_parquet(rows, target)
+        shards[config] = [path]
+    shard_yaml = "[" + ",".join(f'"{p[0]}"' for p in shards.values()) + "]"
+    overrides = ["device=cpu", "threads=1", f"data.counting.endpoint={base}",
+                 f"data.counting.configs=[{','.join(repr(c) for c in configs)}]".replace("'", '"'),
+                 f"data.counting.shards={shard_yaml}", "data.counting.test_fraction=0.2",
+                 "data.counting.max_train_per_config=20", "data.counting.max_test_per_config=4",
+                 "image_tokenizer.patches=4", "image_tokenizer.codebook=8", "image_tokenizer.fit_rows=10",
+                 "model.config.hidden_size=16", "model.config.num_hidden_layers=1", "model.config.intermediate_size=32",
+                 "model.config.num_attention_heads=2", "model.config.num_key_value_heads=2",
+                 "train.steps=3", "train.batch_size=4", "train.warmup=1", "eval.max_new_tokens=8", "eval.n_test=6"]
+    records = pd.DataFrame(load_records(run_paper("zebra_cot", "full", overrides, seeds=[0, 1, 2],
+                                                  methods=["text_trace", "interleaved"])))   # 3 seeds: claim tests
+    assert set(records["method"]) == {"text_trace", "interleaved"}
+    assert sorted(records[records["method"] == "interleaved"]["k"].unique()) == [0, 1, 2]   # Q, 1MT, 2MT
+    assert records["accuracy"].between(0, 1).all()
+    test_rows = data.read_parquet(workdir / "data/full/zebra_cot/raw/counting/test.parquet")
+    assert {r["config"] for r in test_rows} <= set(configs) and 0 < len(test_rows) <= 8
