@@ -15,14 +15,16 @@ from iclr26.core.config import compose_job_config
 from iclr26.core.io import read_json, sha256_file
 from iclr26.core.job import run_stage
 from iclr26.papers.conditioned_init import data
-from iclr26.papers.conditioned_init.analysis import coarse_curve, steps_to_target
+from iclr26.papers.conditioned_init.analysis import coarse_curve, run_record, steps_to_target
 from iclr26.papers.conditioned_init.inits import PlainAttention, attention_layers, initialise, mimetic_factors
 from iclr26.papers.conditioned_init.jacobian import (
     attention_kappa,
     condition_number,
     full_jacobian,
+    head_jacobian,
     matrix_kappa,
     multi_head_attention,
+    vit_first_layer_head_kappas,
     vit_first_layer_kappa,
 )
 from iclr26.papers.conditioned_init.model import build_model
@@ -140,6 +142,53 @@ def test_kappa_of_hand_constructed_cases():
     assert attention_kappa(x, zero, zero, w, heads=2) > 1e12
 
 
+def test_row_block_keeps_every_input_token_and_is_the_top_rows_of_j():
+    shapes = ((6, 4), (4, 2), (4, 2), (4, 2))
+    x, w_q, w_k, w_v = (randn(*shape, seed=i, dtype=torch.float64) for i, shape in enumerate(shapes))
+    full, block = head_jacobian(x, w_q, w_k, w_v), head_jacobian(x, w_q, w_k, w_v, rows=3)
+    assert block.shape == (3 * 2, 3 * 4 * 2) and torch.equal(block, full[:6])
+    # not the Jacobian of the first 3 tokens alone: the other tokens still enter the softmax
+    assert not torch.allclose(block, head_jacobian(x[:3], w_q, w_k, w_v))
+    kappa = attention_kappa(x, w_q, w_k, w_v, heads=1, rows=3)
+    assert kappa == pytest.approx(condition_number(torch.linalg.svdvals(full[:6])))
+
+
+def test_per_head_qkv_kappa_is_one_only_for_the_conditioned_init():
+    assert vit_first_layer_head_kappas(tiny_model("conditioned")) == pytest.approx(1.0, abs=1e-4)
+    assert vit_first_layer_head_kappas(tiny_model("random")) > 2
+    assert vit_first_layer_head_kappas(tiny_model("xavier")) > 2
+
+
+def test_warmup_cosine_is_linear_then_cosine_and_keeps_the_betas():
+    from iclr26.papers.conditioned_init.training import make_schedule
+
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.AdamW([param], lr=2e-3, betas=(0.9, 0.999))
+    schedule = make_schedule(optimizer, {"schedule": "warmup_cosine", "lr": 2e-3, "pct_start": 0.1, "steps": 100})
+    lrs, betas = [], set()
+    for _ in range(100):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        betas.add(tuple(optimizer.param_groups[0]["betas"]))
+        optimizer.step()
+        schedule.step()
+    assert lrs[:10] == pytest.approx([2e-3 * (i + 1) / 10 for i in range(10)])   # linear warmup, 10 steps
+    assert lrs[10] == pytest.approx(2e-3) and lrs[55] == pytest.approx(1e-3)      # peak, then half-way down
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:])) and lrs[-1] < 1e-5
+    assert betas == {(0.9, 0.999)}   # no momentum cycling
+    with pytest.raises(ValueError, match="unknown schedule"):
+        make_schedule(optimizer, {"schedule": "onecycle"})
+
+
+def test_tiny_runs_only_its_arms_and_a_method_without_runs_trains_nothing():
+    from iclr26.papers.conditioned_init.stages import runs_of
+
+    cfg = compose_job_config(SLUG, "tiny")
+    assert list(runs_of(cfg, "conditioned", [0, 1, 2])) == ["warmup_s0", "warmup_s1", "warmup_s2"]
+    assert runs_of(cfg, "weight_selection", [0, 1, 2]) == {} and runs_of(cfg, "mimetic", [0]) == {}
+    full = compose_job_config(SLUG, "full")
+    assert len(runs_of(full, "weight_selection", [0])) == 3   # teacher, warmup, no_warmup
+
+
 def test_kappa_at_init_orders_default_above_conditioned():
     image = randn(3, 16, 16)
     default, conditioned = (vit_first_layer_kappa(tiny_model(method), image) for method in ("random", "conditioned"))
@@ -233,6 +282,13 @@ def test_steps_to_target_and_curve():
     assert steps_to_target(losses, target=0.1, window=2) == 7   # never: budget + 1
     curve, steps = coarse_curve(losses, points=3)
     assert curve == [2.5, 0.75, 0.35] and steps == [1.5, 3.5, 5.5]
+    run = {"losses": losses, "test_logits": np.eye(3)[[0, 1, 1]], "kappa": np.float64(100.0),
+           "qkv_head_kappa": np.float64(1.0)}
+    eval_cfg = {"target_window": 2, "curve_points": 3}
+    reached = run_record(run, np.array([0, 1, 2]), {**eval_cfg, "target_loss": 1.0})
+    never = run_record(run, np.array([0, 1, 2]), {**eval_cfg, "target_loss": 0.1})
+    assert (reached["reached_target"], never["reached_target"]) == (1.0, 0.0)   # a number: averaged over seeds
+    assert reached["test_acc"] == pytest.approx(2 / 3) and reached["qkv_head_kappa_init"] == 1.0
 
 
 # ----------------------------------------------------------------------------- full-scale paths, offline
@@ -263,7 +319,7 @@ def test_full_scale_model_is_vit_s_trained_from_scratch_or_a_saved_configs_shape
     initialise(model, "conditioned")
     kappa = vit_first_layer_kappa(model, image, max_tokens)
     assert math.isfinite(kappa) and kappa < default_kappa / 10  # as at tiny scale: conditioning lowers it
-    assert vit_first_layer_kappa(model, image, None) != pytest.approx(kappa)  # J of 17 of the 65 tokens
+    assert vit_first_layer_kappa(model, image, None) != pytest.approx(kappa)  # J's rows of 17 of the 65 outputs
 
 
 def fake_cifar10(path):

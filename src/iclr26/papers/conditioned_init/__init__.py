@@ -10,7 +10,8 @@ PAPER = Paper(
     openreview="cKNOCYPo2W",
     methods=("random", "xavier", "mimetic", "weight_selection", "conditioned"),  # table rows, in order
     datasets=("images",),  # motif pairs at tiny/smoke, CIFAR-10 at full (config data.images.source)
-    metrics=("kappa_J_init", "log10_kappa_J_init", "loss_auc", "steps_to_target", "test_acc"),
+    metrics=("kappa_J_init", "log10_kappa_J_init", "qkv_head_kappa_init", "loss_auc", "steps_to_target",
+             "reached_target", "test_acc"),
     figures=("loss_curves.png", "kappa_vs_accuracy.png"),
     stage_module="iclr26.papers.conditioned_init.stages",
     data_parallel=True,  # training.py shards each batch over `accelerate launch` processes

@@ -34,14 +34,17 @@ def coarse_curve(losses: np.ndarray, points: int) -> tuple[list[float], list[flo
 
 
 def run_record(run: dict[str, np.ndarray], y_test: np.ndarray, eval_cfg: dict) -> dict:
-    """The metrics of one run from its saved arrays (losses, test_logits, kappa)."""
+    """The metrics of one run from its saved arrays (losses, test_logits, kappa, qkv_head_kappa).
+
+    reached_target is 1.0 or 0.0 (a number, so that a claim can average it over seeds)."""
     losses, kappa = run["losses"], float(run["kappa"])
     reached = steps_to_target(losses, eval_cfg["target_loss"], eval_cfg["target_window"])
     curve, curve_steps = coarse_curve(losses, eval_cfg["curve_points"])
     return {
         "kappa_J_init": kappa, "log10_kappa_J_init": float(np.log10(kappa)),
         "loss_auc": float(losses.mean()),
-        "steps_to_target": reached, "reached_target": reached <= len(losses),
+        "steps_to_target": reached, "reached_target": float(reached <= len(losses)),
+        "qkv_head_kappa_init": float(run["qkv_head_kappa"]) if "qkv_head_kappa" in run else float("nan"),
         "test_acc": float((run["test_logits"].argmax(axis=1) == y_test).mean()),
         "final_train_loss": float(losses[-10:].mean()),
         "loss_curve": curve, "loss_curve_step": curve_steps,

@@ -39,9 +39,11 @@ def _flat_jacobian(fn, params: tuple[torch.Tensor, ...]) -> torch.Tensor:
     return torch.cat([part.reshape(part.shape[0], -1) for part in parts], dim=1)
 
 
-def head_jacobian(x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, w_v: torch.Tensor) -> torch.Tensor:
-    """J_h for one head: x (n, d), W (d, k) -> (n k) x (3 d k)."""
-    return _flat_jacobian(lambda q, k, v: multi_head_attention(x, q, k, v, 1), (w_q, w_k, w_v))
+def head_jacobian(x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, w_v: torch.Tensor,
+                  rows: int | None = None) -> torch.Tensor:
+    """J_h for one head: x (n, d), W (d, k) -> (n k) x (3 d k); `rows` keeps the outputs of the first
+    `rows` tokens only (all n tokens still enter the attention): a block of rows of the same J."""
+    return _flat_jacobian(lambda q, k, v: multi_head_attention(x, q, k, v, 1)[:rows], (w_q, w_k, w_v))
 
 
 def full_jacobian(x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, w_v: torch.Tensor, heads: int) -> torch.Tensor:
@@ -54,14 +56,16 @@ def condition_number(singular_values: torch.Tensor) -> float:
     return float(singular_values.max()) / smallest if smallest > 0 else math.inf
 
 
-def attention_kappa(x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, w_v: torch.Tensor, heads: int) -> float:
-    """kappa(J) of multi-head attention at one input x (n, d); weights W (d, H k)."""
+def attention_kappa(x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, w_v: torch.Tensor, heads: int,
+                    rows: int | None = None) -> float:
+    """kappa(J) of multi-head attention at one input x (n, d); weights W (d, H k). `rows`: kappa of
+    the block of J's rows that belong to the first `rows` output tokens (head_jacobian)."""
     x, w_q, w_k, w_v = (t.detach().to(torch.float64) for t in (x, w_q, w_k, w_v))
     k = w_q.shape[1] // heads
     sigmas = []
     for h in range(heads):
         cols = slice(h * k, (h + 1) * k)
-        jac = head_jacobian(x, w_q[:, cols], w_k[:, cols], w_v[:, cols])
+        jac = head_jacobian(x, w_q[:, cols], w_k[:, cols], w_v[:, cols], rows)
         sigmas.append(torch.linalg.svdvals(jac))
     return condition_number(torch.cat(sigmas))
 
@@ -78,15 +82,28 @@ def first_layer_input(model, pixel_values: torch.Tensor) -> torch.Tensor:
     return model.vit.layers[0].layernorm_before(embeddings)
 
 
+def first_layer_qkv(model) -> tuple[list[torch.Tensor], int]:
+    """The first attention layer's (W_Q, W_K, W_V), each (d, H k), and its number of heads."""
+    attention = model.vit.layers[0].attention
+    return [p.weight.T for p in (attention.q_proj, attention.k_proj, attention.v_proj)], attention.num_attention_heads
+
+
 def vit_first_layer_kappa(model, image: torch.Tensor, max_tokens: int | None = None) -> float:
     """kappa(J) of the first attention layer of a transformers ViT, on one image (3 x H x W).
 
-    `max_tokens` keeps the first tokens only (CLS first), for full-scale models where J of all
-    tokens is too large; null uses every token (tiny scale).
+    Every token of the image enters the attention. `max_tokens` keeps the rows of J of the first
+    output tokens only (CLS first): a block of rows of the real layer's J, for full-scale models
+    where J of all tokens is too large; null keeps every row (tiny scale).
     """
     x = first_layer_input(model, image[None])[0]
-    if max_tokens:
-        x = x[:max_tokens]
-    attention = model.vit.layers[0].attention
-    weights = [p.weight.T for p in (attention.q_proj, attention.k_proj, attention.v_proj)]
-    return attention_kappa(x, *weights, attention.num_attention_heads)
+    weights, heads = first_layer_qkv(model)
+    return attention_kappa(x, *weights, heads, rows=max_tokens or None)
+
+
+def vit_first_layer_head_kappas(model) -> float:
+    """max over heads h and over W in (W_Q^h, W_K^h, W_V^h) of kappa(W), the per-head projection
+    blocks (d x k) of the first attention layer: 1 exactly when every block is (semi-)orthogonal,
+    the property the conditioned init sets and the paper's bound on kappa(J) is built from."""
+    weights, heads = first_layer_qkv(model)
+    k = weights[0].shape[1] // heads
+    return max(matrix_kappa(w[:, h * k:(h + 1) * k]) for w in weights for h in range(heads))

@@ -8,7 +8,7 @@
     evaluate  one record per run: kappa, loss AUC, steps to the target loss, test accuracy (analysis.py)
 
 One train job = one init method x a block of seeds (`seed_batch`), and every regime that lists the
-method: `warmup` (the standard recipe: OneCycle, warmup then cosine decay) and `no_warmup`
+method: `warmup` (the standard recipe: linear warmup then cosine decay) and `no_warmup`
 (constant lr: the card's regime, where the tiny trial first showed the effect). The same seed
 gives the same data, the same default init and the same data order under every method, so the
 methods are paired by seed. weight_selection first trains one teacher per seed (`teacher_s<seed>`).
@@ -65,9 +65,11 @@ def runs_of(cfg: dict, method: str, seeds: list[int]) -> dict[str, tuple[str, in
 
     weight_selection first trains its teachers (regime `teacher`, one per seed): each student
     is initialised from its own seed's teacher (weight_selection.py)."""
-    teachers = {f"teacher_s{seed}": ("teacher", seed) for seed in seeds} if method == "weight_selection" else {}
-    return {**teachers, **{f"{regime}_s{seed}": (regime, seed) for regime, spec in cfg["train"]["regimes"].items()
-                           if method in spec["methods"] for seed in seeds}}
+    students = {f"{regime}_s{seed}": (regime, seed) for regime, spec in cfg["train"]["regimes"].items()
+                if method in spec["methods"] for seed in seeds}
+    teachers = ({f"teacher_s{seed}": ("teacher", seed) for seed in seeds}
+                if method == "weight_selection" and students else {})  # no student, no teacher
+    return {**teachers, **students}
 
 
 def seed_data(job):
@@ -77,9 +79,11 @@ def seed_data(job):
 
 
 def train(job) -> dict:
+    runs = runs_of(job.cfg, job.method, job.seeds)
+    if not runs:  # a method no regime of this scale lists (tiny: mimetic, weight_selection): no rows
+        return {"runs": {}}
     from .training import Trainer  # torch and transformers: only this stage pays their import
 
-    runs = runs_of(job.cfg, job.method, job.seeds)
     with Trainer(job, seed_data(job), augment=bool(job.cfg["data"][DATASET].get("augment", False))) as trainer:
         done = job.units(runs, lambda key: trainer.run(key, *runs[key]))
     return {"runs": done}

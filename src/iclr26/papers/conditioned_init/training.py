@@ -13,6 +13,7 @@ process writes files.
 from __future__ import annotations
 
 import functools
+import math
 import signal
 import time
 
@@ -28,7 +29,7 @@ from iclr26.core.runtime import pick_device
 from . import data
 from .analysis import run_file
 from .inits import initialise
-from .jacobian import vit_first_layer_kappa
+from .jacobian import vit_first_layer_head_kappas, vit_first_layer_kappa
 from .model import build_model, logits
 from .weight_selection import select_weights, teacher_model_config
 
@@ -37,14 +38,24 @@ class Preempted(RuntimeError):
     """SIGTERM arrived: the state is checkpointed and the job must exit (Slurm requeues it)."""
 
 
+def warmup_cosine_factor(step: int, steps: int, warmup_fraction: float) -> float:
+    """The lr multiplier after `step` optimizer steps: linear warmup from 1/w to 1 over the first
+    w = round(warmup_fraction x steps) steps (at least 1), then cosine decay to 0 at `steps`."""
+    warm = max(1, round(warmup_fraction * steps))
+    if step < warm:
+        return (step + 1) / warm
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warm) / max(1, steps - warm))))
+
+
 def make_schedule(optimizer, regime: dict):
+    """`constant`: the configured lr throughout. `warmup_cosine`: linear warmup, then cosine decay
+    (warmup_cosine_factor); AdamW's betas stay as configured (no momentum cycling)."""
     if regime["schedule"] == "constant":
         return torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0, total_iters=0)
-    if regime["schedule"] == "onecycle":
-        # torch defaults otherwise (cosine anneal, div_factor 25, AdamW beta1 cycled 0.95 -> 0.85)
-        return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=regime["lr"], total_steps=regime["steps"],
-                                                   pct_start=regime["pct_start"])
-    raise ValueError(f"unknown schedule {regime['schedule']!r}")
+    if regime["schedule"] == "warmup_cosine":
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, functools.partial(
+            warmup_cosine_factor, steps=int(regime["steps"]), warmup_fraction=float(regime["pct_start"])))
+    raise ValueError(f"unknown schedule {regime['schedule']!r} (constant or warmup_cosine)")
 
 
 def train_batch(arrays: dict, batch_size: int, augment: bool, seed: int, step: int, device: str, stream: int = 0):
@@ -116,11 +127,12 @@ class Trainer:
             self.job.log(f"{key}: resumed at step {start}")
         else:
             if teacher:
-                self.kappa[seed, regime["depth"], teacher] = float("nan")  # not a row of the table
+                self.kappa[seed, regime["depth"], teacher] = (float("nan"), float("nan"))  # not a row of the table
             elif (seed, regime["depth"], teacher) not in self.kappa:
                 image = torch.from_numpy(np.array(self.arrays["test_x"][0])).to(self.device)
-                self.kappa[seed, regime["depth"], teacher] = vit_first_layer_kappa(
-                    model, image, self.cfg["eval"].get("kappa_max_tokens"))
+                self.kappa[seed, regime["depth"], teacher] = (
+                    vit_first_layer_kappa(model, image, self.cfg["eval"].get("kappa_max_tokens")),
+                    vit_first_layer_head_kappas(model))
             kappa, losses, start, wall = self.kappa[seed, regime["depth"], teacher], [], 0, 0.0
 
         def snapshot(step: int) -> dict:
@@ -146,7 +158,8 @@ class Trainer:
 
         self._save(key, model, losses, kappa)
         self.job.log(f"{key}: done ({wall:.1f}s)")
-        return {"kappa_J_init": kappa, "final_train_loss": float(np.mean(losses[-10:])), "wall_s": round(wall, 3)}
+        return {"kappa_J_init": kappa[0], "qkv_head_kappa_init": kappa[1],
+                "final_train_loss": float(np.mean(losses[-10:])), "wall_s": round(wall, 3)}
 
     def _build(self, regime: dict, seed: int, teacher: bool = False):
         """The initialised ViT (or weight selection's teacher), its data-parallel wrapper, AdamW and
@@ -170,14 +183,15 @@ class Trainer:
         net, optimizer = self.dp.prepare(Classifier(model, cfg["model"]["pool"]), optimizer)
         return model, net, optimizer, make_schedule(optimizer, regime)
 
-    def _save(self, key: str, model, losses: list[float], kappa: float) -> None:
+    def _save(self, key: str, model, losses: list[float], kappa: tuple[float, float]) -> None:
         """Test logits, losses and kappa for evaluate, and the weights; written by the main process
         (the others hold the same weights), which the others wait for."""
         if self.dp.is_main:
             test_logits = predict(model, self.arrays["test_x"], self.cfg["model"]["pool"],
                                   self.cfg["eval"]["batch_size"], self.device)
             save_arrays(self.job.out_dir / run_file(key), losses=np.asarray(losses, dtype=np.float64),
-                        test_logits=test_logits, kappa=np.float64(kappa))
+                        test_logits=test_logits, kappa=np.float64(kappa[0]),
+                        qkv_head_kappa=np.float64(kappa[1]))
             with atomic_path(self.job.out_dir / f"model_{key}.pt") as tmp:
                 torch.save(model.state_dict(), tmp)
         self.dp.wait()

@@ -10,14 +10,15 @@ read, not copied):
                      indices (every (n_t / n_s)-th one when it divides, else rounded linspace);
   the head           (the classifier) is not selected: it keeps the student's default init.
 Every other parameter (patch embedding, CLS and position embeddings, LayerNorms, Q/K/V/O, MLP)
-is selected. The official non-dividing branch is `round(linspace(0, n_t, n_s))`, whose last index
-n_t is out of range; we use `linspace(0, n_t - 1, n_s)`, its evident intent (the tiny and full
-teachers here are exactly 2x wide, so this branch never runs on them).
+is selected. When the teacher's size is not a multiple of the student's, we take rounded
+`linspace(0, n_t - 1, n_s)` (the tiny and full teachers here are exactly 2x wide, so this branch
+never runs on them).
 
 The teacher. The paper selects from a public checkpoint pretrained on a larger dataset. Here the
 teacher is a wider ViT of the same depth (`weight_selection.teacher` in the config) trained first,
-by this job, on the same seed's training stream (regime `teacher`), one teacher per seed so that
-seeds stay independent replicates. It is printed as a deviation in the config.
+by this job, on the same seed's training pool in another order (regime `teacher`), one teacher per
+seed so that seeds stay independent replicates: a same-data teacher, printed as a deviation in the
+config. It runs at smoke and full scale; tiny scale does not run weight selection (budget).
 """
 from __future__ import annotations
 
