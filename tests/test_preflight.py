@@ -39,7 +39,7 @@ def test_the_clean_config_has_no_problem(clean):
 
 
 def _unpinned_model(cfg):
-    cfg["model"]["revision"] = "main"
+    cfg["model"].update(source="org/model", revision="main")
 
 
 def _unpinned_second_model(cfg):

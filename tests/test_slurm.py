@@ -85,7 +85,7 @@ def test_profile_runs_every_job_through_sbatch_and_matches_a_local_run(cluster, 
 def test_cancelled_job_is_retried_and_resumes_from_its_checkpoint(cluster, checkout, capsys):
     """scancel a running training job midway: Snakemake resubmits it (the profile's retries), the
     new job resumes from the checkpoint, the jobs that had finished are not rerun."""
-    long_run = ("overrides=[conditioned_init:train.regimes.no_warmup.steps=1500,"
+    long_run = ("overrides=[conditioned_init:train.regimes.warmup.steps=1500,"
                 "conditioned_init:train.checkpoint_every=25]")
     args = ["--profile", "slurm", *FAST, "all", "--config", "scale=smoke", "papers=[conditioned_init]",
             "methods={conditioned_init: [random]}", long_run]

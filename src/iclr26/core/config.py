@@ -154,13 +154,23 @@ def _compose_with_hydra(slug: str, scale: str, overrides: tuple[str, ...]) -> st
     if scale not in SCALES:
         raise ConfigError(f"config key 'scale' = {scale!r} is not allowed; allowed: {', '.join(SCALES)}")
     with initialize_config_dir(config_dir=str(HYDRA_DIR), version_base="1.3", job_name=slug):
+        cfg = None
         try:
             cfg = compose(config_name="job", overrides=[f"paper={slug}", f"scale={scale}", *overrides])
             OmegaConf.resolve(cfg)
         except (HydraException, OmegaConfBaseException) as err:
+            if cfg is not None:  # a text interpolating a misspelled dataset: name the dataset, not the text
+                _check_datasets(slug, OmegaConf.to_container(cfg, resolve=False).get("data"))
             first = str(err).strip().splitlines()[0]
             raise ConfigError(f"paper {slug} ({scale}): bad override or config: {first}") from None
     return OmegaConf.to_yaml(cfg)
+
+
+def _check_datasets(slug: str, data) -> None:
+    from .contract import check_datasets
+    from .paper import get_paper
+
+    check_datasets(get_paper(slug), data)
 
 
 def compose_job_config(slug: str, scale: str, overrides: Sequence[str] = (), seeds=None):

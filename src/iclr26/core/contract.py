@@ -22,7 +22,12 @@ def _one_of(paper: Paper, key: str, value, allowed) -> None:
 
 
 def check_job_config(paper: Paper, cfg: dict) -> None:
-    data = cfg.get("data")
+    check_datasets(paper, cfg.get("data"))
+    _check_rest(paper, cfg)
+
+
+def check_datasets(paper: Paper, data) -> None:
+    """The config's `data` keys are exactly the declared datasets."""
     if not isinstance(data, dict):
         raise ConfigError(f"paper {paper.slug}: config key 'data' must map each dataset "
                           f"({', '.join(paper.datasets)}) to its spec")
@@ -32,6 +37,8 @@ def check_job_config(paper: Paper, cfg: dict) -> None:
         if name not in data:
             raise ConfigError(f"paper {paper.slug}: config key 'data.{name}' is missing (a declared dataset)")
 
+
+def _check_rest(paper: Paper, cfg: dict) -> None:
     for i, item in enumerate(cfg.get("deviations") or []):
         if not (isinstance(item, str) or (isinstance(item, dict) and isinstance(item.get("what"), str)
                                            and set(item) <= {"what", "why", "post_hoc"})):

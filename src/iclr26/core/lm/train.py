@@ -63,6 +63,7 @@ def train_recipe(model, sequences: list[list[int]], loss_from: list[int], pad_id
     """Train `model` by the recipe of `spec` (a train block); returns (the trained model to save: a
     peft model when LoRA, else the unwrapped model, as save_trained expects; the losses)."""
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
 
     from .model import pad_batch
 
@@ -70,6 +71,9 @@ def train_recipe(model, sequences: list[list[int]], loss_from: list[int], pad_id
     precision, sharding, lora = spec.get("precision", "fp32"), spec.get("sharding", "none"), spec.get("lora")
     steps, batch, lr = int(spec["steps"]), int(spec["batch_size"]), float(spec["lr"])
     micro = int(spec.get("micro_batch_size") or batch)
+    # one Accelerator per training: a process that trains twice (a test, a notebook) would otherwise
+    # keep the first one's mixed precision; the process group (PartialState) is kept
+    AcceleratorState._reset_state()
     accelerator = Accelerator(cpu=not torch.cuda.is_available(),   # gloo processes on a CPU (the tests)
                               mixed_precision="bf16" if precision == "bf16-mixed" and sharding == "none" else "no")
     world, rank = accelerator.num_processes, accelerator.process_index

@@ -23,7 +23,7 @@ import numpy as np
 from iclr26.core.io import read_json, write_json
 
 from .data import LEVELS, context_dir, read_rows
-from .env import load_flat, save_flat
+from .flat import load_flat, save_flat
 
 RAG_PROMPT = ("Here are some chunks retrieved from {what}. Read these chunks to answer a question.\n\n"
               "{context}\n\nQuestion: {question}\n\nBe concise.")
