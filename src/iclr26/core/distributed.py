@@ -28,7 +28,11 @@ class DataParallel:
 
     def __init__(self, device: str = "cpu"):
         from accelerate import Accelerator
+        from accelerate.state import AcceleratorState
 
+        # a fresh state: another training in this process (a test, a notebook) may have set mixed
+        # precision, which accelerate would otherwise keep; the process group (PartialState) stays
+        AcceleratorState._reset_state()
         self.accelerator = Accelerator(cpu=device == "cpu")
         self.rank = self.accelerator.process_index
         self.world = self.accelerator.num_processes
