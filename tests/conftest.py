@@ -16,6 +16,33 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """smoke_run(slug) -> (folder, eval files in run_paper's job order): one finished smoke run of
+    the paper (data/, runs/) and its tabulated folder/results/<slug>/. Made once per session: the
+    contract test checks it and the report test renders it, so no paper runs its smoke stages
+    twice for the same outputs."""
+    from iclr26.core.job import run_paper
+    from iclr26.core.tabulate import tabulate_paper
+
+    made: dict[str, tuple[Path, list[Path]]] = {}
+
+    def get(slug: str) -> tuple[Path, list[Path]]:
+        if slug not in made:
+            folder = tmp_path_factory.mktemp(f"smoke-{slug}")
+            previous = os.getcwd()
+            os.chdir(folder)
+            try:
+                evals = [folder / e for e in run_paper(slug, "smoke")]
+                tabulate_paper(slug, "smoke", (), None, evals, folder / "results" / slug)
+            finally:
+                os.chdir(previous)
+            made[slug] = folder, evals
+        return made[slug]
+
+    return get
+
+
 def project_files():
     """The project's files: tracked and new, not ignored (no data/, runs/, results/, .venv)."""
     import subprocess

@@ -78,24 +78,20 @@ def test_config_composes_and_agrees_with_declaration(slug, scale):
 
 
 @pytest.mark.parametrize("slug", PAPERS)
-def test_paper_contract(slug, tmp_path, monkeypatch):
+def test_paper_contract(slug, tmp_path, monkeypatch, smoke_run):
     paper = all_papers()[slug]
 
-    (tmp_path / "first").mkdir()
-    monkeypatch.chdir(tmp_path / "first")
-    first = _records(run_paper(slug, "smoke"))
+    done, evals = smoke_run(slug)  # every stage, then tabulate (shared with the report test)
+    first = _records(evals)
     missing = [m for m in paper.metrics if m not in first.columns]
     assert not missing, f"{slug}: records lack declared metrics {missing}"
     assert set(first["method"]) == set(paper.methods)
     assert first[list(paper.metrics)].notna().any().all(), f"{slug}: a declared metric is never recorded"
     check_golden(slug, first)
 
-    from iclr26.core.tabulate import tabulate_paper
-
-    evals = sorted(tmp_path.joinpath("first").glob("runs/smoke/*/*/*/eval.json"))
-    claims = tabulate_paper(slug, "smoke", (), None, evals, tmp_path / "first" / "results" / slug)
-    table = (claims.parent / "table.md").read_text()
-    assert paper.title in table and all((claims.parent / f).stat().st_size for f in ("table.csv", "table.tex"))
+    table = (done / "results" / slug / "table.md").read_text()
+    results = done / "results" / slug
+    assert paper.title in table and all((results / f).stat().st_size for f in ("table.csv", "table.tex"))
 
     (tmp_path / "second").mkdir()
     monkeypatch.chdir(tmp_path / "second")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not PAPERS, reason="no paper declares data-paral
 # first method and seed 0 checkpoint early and run on after it, so that the SIGTERM the job sends
 # itself at its first checkpoint (core.faults, ICLR26_FAULT=train:checkpoint:1:term) stops it midway.
 STOPPABLE = {
-    "conditioned_init": ["train.regimes.warmup.steps=300", "train.checkpoint_every=10"],
+    "conditioned_init": ["train.regimes.warmup.steps=40", "train.checkpoint_every=10"],
 }
 
 

@@ -69,6 +69,10 @@ def _too_long_without_checkpoint(cfg):
     cfg["estimate"]["evaluate"] = {"seconds": 10 * 3600, "basis": "test"}
 
 
+def _shards_of_a_stage_without_units(cfg):
+    cfg["shards"] = {"evaluate": 2}
+
+
 @pytest.mark.parametrize("break_it,line", [
     (_unpinned_model, rf"^{SLUG} pin: hub model \S+ has revision 'main', not a 40-hex commit \(model\)$"),
     (_unpinned_second_model, rf"^{SLUG} pin: hub model org/embedder has revision 'main', not a 40-hex commit "
@@ -80,6 +84,8 @@ def _too_long_without_checkpoint(cfg):
      rf"^{SLUG} train memory: estimated 1\d\d\.\d GB per GPU = .*exceeds the 80 GB of each GPU it requests$"),
     (_too_long_without_checkpoint,
      rf"^{SLUG} evaluate \w+/s0: estimated 10.0 h .* exceeds its runtime \(no checkpoint: one attempt of 30 min\)"),
+    (_shards_of_a_stage_without_units,
+     rf"^{SLUG} evaluate: shards.evaluate asks for 2 shard jobs but its code saves no units \(job.units\)"),
 ])
 def test_each_problem_is_one_line(clean, break_it, line):
     cfg = copy.deepcopy(clean)

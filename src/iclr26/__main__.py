@@ -4,6 +4,7 @@
     python -m iclr26 prepare  --paper P --scale tiny --dataset D
     python -m iclr26 train    --paper P --scale tiny --method M --seeds s0
     python -m iclr26 evaluate --paper P --scale tiny --method M --seeds s0
+    python -m iclr26 prepare  ... --shard 2/8   # shard 2 of 8 of the job (its units only; core.job)
     python -m iclr26 tabulate --paper P --scale tiny --evals runs/.../eval.json ... --out results/P
     python -m iclr26 claims   --inputs results/*/claims.json --out results/claims.md
     python -m iclr26 report   --papers P1 P2 --out results/report.html
@@ -23,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m iclr26")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def job_args(p, *, dataset=False, method=False):
+    def job_args(p, *, dataset=False, method=False, shard=False):
         p.add_argument("--paper", required=True)
         p.add_argument("--scale", default="tiny")
         p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
@@ -33,15 +34,19 @@ def _parser() -> argparse.ArgumentParser:
         if method:
             p.add_argument("--method", required=True)
             p.add_argument("--seeds", required=True, help="seed block, e.g. s0 or s0-7")
+        if shard:
+            p.add_argument("--shard", default=None, metavar="K/N",
+                           help="run shard K of N of this job: only its units of work, then a marker "
+                                "(the job without --shard gathers them; config key shards)")
 
     helps = {"acquire": "fetch (full) or generate (tiny) one dataset of a paper, with a sha256 manifest",
              "prepare": "turn one acquired dataset into what training reads",
              "train": "train one method on one block of seeds (checkpoints, resumes)",
              "evaluate": "compute one method's records on one block of seeds"}
     for name in ("acquire", "prepare"):
-        job_args(sub.add_parser(name, help=helps[name]), dataset=True)
+        job_args(sub.add_parser(name, help=helps[name]), dataset=True, shard=name == "prepare")
     for name in ("train", "evaluate"):
-        job_args(sub.add_parser(name, help=helps[name]), method=True)
+        job_args(sub.add_parser(name, help=helps[name]), method=True, shard=name == "evaluate")
     tab = sub.add_parser("tabulate", help="a paper's table, claims, figures and records from its eval files")
     job_args(tab)
     tab.add_argument("--evals", nargs="+", required=True)
@@ -76,11 +81,11 @@ def main(argv=None) -> int:
     seeds = [int(s) for s in args.seed_list.split(",")] if getattr(args, "seed_list", None) else None
     try:
         if args.command in ("acquire", "prepare", "train", "evaluate"):
-            from iclr26.core.job import run_stage
+            from iclr26.core.job import parse_shard, run_stage
 
             run_stage(args.command, args.paper, args.scale, args.override, seeds,
                       dataset=getattr(args, "dataset", None), method=getattr(args, "method", None),
-                      seed_block=getattr(args, "seeds", None))
+                      seed_block=getattr(args, "seeds", None), shard=parse_shard(getattr(args, "shard", None)))
         elif args.command == "tabulate":
             from iclr26.core.tabulate import tabulate_paper
 

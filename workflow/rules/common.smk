@@ -20,6 +20,7 @@ from iclr26.core.config import (  # noqa: E402
     validate_workflow_config,
     workflow_jobs,
 )
+from iclr26.core.job import data_dir, run_dir, shard_count, shard_marker  # noqa: E402
 from iclr26.core.lifecycle import export_job_environment, release_stale_locks  # noqa: E402
 from iclr26.core.paper import all_papers  # noqa: E402
 
@@ -78,7 +79,9 @@ def digest(paper, stage):
     A data stage reads only part of the config (core.config.stage_config). (Changes to shared code
     under src/iclr26/core rerun nothing by themselves: use --forcerun.)"""
     cfg = stage_config(job_config(paper), stage, PAPER_DECL[paper].data_reads)
-    return config_digest({"code": PAPER_DECL[paper].source_digest(), **results_config(cfg)})
+    # the shard count is not what the numbers depend on (core.job.Job.config_digest)
+    results = {k: v for k, v in results_config(cfg).items() if k != "shards"}
+    return config_digest({"code": PAPER_DECL[paper].source_digest(), **results})
 
 
 def cli_args(paper, stage=None):
@@ -180,6 +183,24 @@ def eval_files(paper):
     ]
 
 
+def shard_markers(stage):
+    """The markers of the shard jobs of one job (`shards.<stage>` of the job config; core.job): the
+    ordinary job waits for all of them, then gathers the units they saved. None when not sharded."""
+
+    def get(wildcards):
+        item = wildcards.dataset if stage == "prepare" else wildcards.method
+        n = shard_count(job_config(wildcards.paper), stage, item)
+        if n <= 1:
+            return []
+        if stage == "prepare":
+            folder = data_dir(wildcards.scale, wildcards.paper, "prepared", wildcards.dataset)
+        else:
+            folder = run_dir(wildcards.scale, wildcards.paper, wildcards.method, wildcards.seeds)
+        return [str(shard_marker(folder, k, n)) for k in range(1, n + 1)]
+
+    return get
+
+
 def train_output(wildcards):
     """What an evaluate job reads from its train job: nothing for a training-free method (the
     workflow queues no train job for it)."""
@@ -192,3 +213,5 @@ wildcard_constraints:
     scale="smoke|tiny|full",
     paper="|".join(PAPER_DECL),
     seeds=r"s[0-9][0-9_-]*",
+    k=r"[0-9]+",
+    n=r"[0-9]+",

@@ -26,9 +26,35 @@ rule acquire:
         " --dataset {wildcards.dataset} {params.args} 2>&1 | tee {log}"
 
 
+# A config with `shards: {prepare: N}` (core.job) first runs N shard jobs of a prepare job, each
+# computing its share of the units of work into the folder they share; the prepare job then
+# gathers them. Without it, prepare_shard never runs and prepare reads only the acquired data.
+rule prepare_shard:
+    input:
+        rules.acquire.output,
+    output:
+        "data/{scale}/{paper}/prepared/{dataset}/.shard-{k}-of-{n}.json",
+    log:
+        "logs/{scale}/{paper}/prepare/{dataset}.shard-{k}-of-{n}.log",
+    benchmark:
+        "benchmarks/{scale}/{paper}/prepare/{dataset}.shard-{k}-of-{n}.tsv"
+    conda:
+        conda_env
+    threads: 1
+    resources:
+        **stage_resources("prepare"),
+    params:
+        config=lambda w: digest(w.paper, "prepare"),
+        args=lambda w: cli_args(w.paper, "prepare"),
+    shell:
+        "python -m iclr26 prepare --paper {wildcards.paper} --scale {wildcards.scale}"
+        " --dataset {wildcards.dataset} --shard {wildcards.k}/{wildcards.n} {params.args} 2>&1 | tee {log}"
+
+
 rule prepare:
     input:
         rules.acquire.output,
+        shard_markers("prepare"),
     output:
         "data/{scale}/{paper}/prepared/{dataset}/manifest.json",
     log:

@@ -26,10 +26,37 @@ rule train:
         " --method {wildcards.method} --seeds {wildcards.seeds} {params.args} 2>&1 | tee {log}"
 
 
+# With `shards: {evaluate: N}` (core.job) N shard jobs compute the units of an evaluate job first;
+# it then gathers them (as prepare_shard does for prepare).
+rule evaluate_shard:
+    input:
+        prepared,
+        train_output,
+    output:
+        "runs/{scale}/{paper}/{method}/{seeds}/.shard-{k}-of-{n}.json",
+    log:
+        "logs/{scale}/{paper}/evaluate/{method}_{seeds}.shard-{k}-of-{n}.log",
+    benchmark:
+        "benchmarks/{scale}/{paper}/evaluate/{method}_{seeds}.shard-{k}-of-{n}.tsv"
+    conda:
+        conda_env
+    threads: lambda w: job_config(w.paper)["resources"]["evaluate"]["cpus"]
+    resources:
+        **stage_resources("evaluate"),
+    params:
+        config=lambda w: digest(w.paper, "evaluate"),
+        args=lambda w: cli_args(w.paper, "evaluate"),
+    shell:
+        "python -m iclr26 evaluate --paper {wildcards.paper} --scale {wildcards.scale}"
+        " --method {wildcards.method} --seeds {wildcards.seeds} --shard {wildcards.k}/{wildcards.n}"
+        " {params.args} 2>&1 | tee {log}"
+
+
 rule evaluate:
     input:
         prepared,
         train_output,
+        shard_markers("evaluate"),
     output:
         "runs/{scale}/{paper}/{method}/{seeds}/eval.json",
     log:

@@ -38,7 +38,30 @@ def check_datasets(paper: Paper, data) -> None:
             raise ConfigError(f"paper {paper.slug}: config key 'data.{name}' is missing (a declared dataset)")
 
 
+SHARD_STAGES = ("prepare", "evaluate")  # stages a config may shard (`shards: {<stage>: N}`)
+
+
+def check_shards(paper: Paper, shards) -> None:
+    """`shards: {<stage>: N}` or `{<stage>: {<dataset (prepare) or method (evaluate)>: N}}`, N >= 1."""
+    if shards is None:
+        return
+    if not isinstance(shards, dict):
+        raise ConfigError(f"paper {paper.slug}: config key 'shards' must map a stage ({', '.join(SHARD_STAGES)}) "
+                          "to its number of shard jobs")
+    for stage, spec in shards.items():
+        _one_of(paper, f"shards.{stage}", stage, SHARD_STAGES)
+        items = paper.datasets if stage == "prepare" else paper.methods
+        for item, n in (spec.items() if isinstance(spec, dict) else [(None, spec)]):
+            key = f"shards.{stage}" + (f".{item}" if item is not None else "")
+            if item is not None:
+                _one_of(paper, key, item, items)
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ConfigError(f"paper {paper.slug}: config key '{key}' = {n!r} is not allowed; allowed: a "
+                                  "positive integer (the number of shard jobs)")
+
+
 def _check_rest(paper: Paper, cfg: dict) -> None:
+    check_shards(paper, cfg.get("shards"))
     for i, item in enumerate(cfg.get("deviations") or []):
         if not (isinstance(item, str) or (isinstance(item, dict) and isinstance(item.get("what"), str)
                                            and set(item) <= {"what", "why", "post_hoc"})):

@@ -7,9 +7,25 @@ Paths (relative to the working directory, which is the repo root under Snakemake
                                                evaluate -> eval.json
 A stage function writes its files into `job.out_dir`; this module writes the manifest or metrics
 file last and atomically, so its presence means the stage finished.
+
+Shards (a stage too long for one job): with `shards: {<stage>: N}` in the job config (prepare,
+evaluate; or `{<stage>: {<dataset or method>: N}}` for some of its jobs only) the workflow runs N
+shard jobs of the stage (`python -m iclr26 <stage> ... --shard k/N`) before the ordinary one. A
+shard job runs the stage function with `job.shard = (k, N)`: in each `job.units` call it computes
+only the units dealt to shard k (shard_of: the call's keys sorted by the sha256 of the key, dealt
+to the N shards in turn: stable across processes, balanced to within one unit), saved as always
+into <out_dir>/<folder>/, which the shards share, and the shard job ends there: what follows the
+call may need every unit. (A call whose units were all saved before it started returns as usual,
+so a stage of several calls goes on to the first unfinished one.) A shard job writes no completion
+file, only its marker <out_dir>/.shard-<k>-of-<N>.json (a dot file: not in the stage's manifest).
+The ordinary job then finds the units done under the same config digest, computes any that no
+shard did (those of a later call) and gathers: its outputs and manifest are those of an unsharded
+run. Code before the call runs in every shard job: it must be cheap and write what it writes
+atomically (core.io), the same bytes in every shard.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
@@ -31,6 +47,7 @@ from .config import (
     stage_config,
     stage_overrides,
 )
+from .contract import SHARD_STAGES
 from .distributed import is_main_process, rank, world_size
 from .errors import DataError
 from .io import atomic_write, read_json, sha256_file, write_json
@@ -48,6 +65,47 @@ def run_dir(scale: str, slug: str, method: str, seeds: str) -> Path:
     return Path("runs") / scale / slug / method / seeds
 
 
+
+
+class ShardDone(BaseException):
+    """A shard job has done its share of a job.units call that was not finished when it started:
+    the stage stops there (run_stage writes the shard's marker). A BaseException, so that no
+    `except Exception` in a stage swallows it."""
+
+
+def shard_of(keys: Iterable[str], n: int) -> dict[str, int]:
+    """The shard (1..n) of every unit key: the keys sorted by the sha256 of the key (not Python's
+    salted hash), dealt to the shards in turn. Every shard job computes the same answer from the
+    same keys, whatever their order; each shard gets len(keys)/n units, rounded up or down."""
+    order = sorted(dict.fromkeys(str(k) for k in keys), key=lambda k: hashlib.sha256(k.encode()).hexdigest())
+    return {key: 1 + i % int(n) for i, key in enumerate(order)}
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """'k/N' (1 <= k <= N) -> (k, N); None -> None; anything else: one ConfigError line."""
+    if text is None:
+        return None
+    k, sep, n = str(text).partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise ConfigError(f"--shard {text!r}: expected k/N with 1 <= k <= N (e.g. 1/4)")
+    return int(k), int(n)
+
+
+def shard_marker(out_dir: Path, k: int, n: int) -> Path:
+    """Where shard k of N of a job says it is done: a dot file beside the job's outputs (not in
+    its manifest); the workflow's rules name the same path (workflow/rules/common.smk)."""
+    return Path(out_dir) / f".shard-{k}-of-{n}.json"
+
+
+def shard_count(cfg: dict, stage: str, item: str | None) -> int:
+    """How many shard jobs the config asks for one job of a stage (1: not sharded): `shards.<stage>`
+    is N for every job of the stage, or {<dataset or method>: N} (others 1)."""
+    spec = (cfg.get("shards") or {}).get(stage)
+    if isinstance(spec, dict):
+        spec = spec.get(item)
+    return int(spec) if spec else 1
+
+
 @dataclass
 class Job:
     paper: Paper
@@ -57,7 +115,9 @@ class Job:
     dataset: str | None = None
     method: str | None = None
     seeds: list[int] = field(default_factory=list)
+    shard: tuple[int, int] | None = None  # (k, N) in a shard job (see the module docstring)
     _last_log: float = 0.0
+    _computed: int = 0  # units this job computed (a shard's marker says how many)
 
     @property
     def scale(self) -> str:
@@ -72,8 +132,10 @@ class Job:
     @property
     def config_digest(self) -> str:
         """What this job's results depend on: its config (less presentation) and the paper's code.
-        Saved work (units, checkpoints) made under another digest is never reused."""
-        return config_digest({"config": results_config(self.cfg), "code": self.paper.source_digest()})
+        Saved work (units, checkpoints) made under another digest is never reused. The shard count
+        is not part of it: units saved by shard jobs serve the gathering job and another count."""
+        cfg = {k: v for k, v in results_config(self.cfg).items() if k != "shards"}
+        return config_digest({"config": cfg, "code": self.paper.source_digest()})
 
     def units(self, keys: Iterable[str], work: Callable[[str], dict], folder: str = "units") -> dict[str, dict]:
         """Run `work(key)` for every unit of work not finished yet; return {key: result} in order.
@@ -81,8 +143,11 @@ class Job:
         Each result (a small JSON-able dict) is saved atomically as <out_dir>/<folder>/<key>.json as
         soon as it is done, so a killed job restarts at the first unfinished unit. Work saves its own
         large outputs (arrays, weights) before it returns. A result saved under another config or
-        code is redone, and the log says so."""
-        results = {}
+        code is redone, and the log says so. In a shard job (job.shard) only the shard's units are
+        computed, and the job stops after this call unless every unit was saved before it."""
+        keys = list(keys)
+        owner = shard_of(keys, self.shard[1]) if self.shard else {}
+        results, others, mine = {}, [], 0
         for key in keys:
             path = self.out_dir / folder / f"{key}.json"
             if path.exists():
@@ -91,10 +156,20 @@ class Job:
                     results[key] = saved["result"]
                     continue
                 self.log(f"{key}: the saved result was made with another config or code; redoing it")
+            if self.shard and owner[str(key)] != self.shard[0]:
+                others.append(key)
+                continue
             results[key] = work(key)
+            self._computed += 1
+            mine += 1
             if self.is_main:
                 write_json(path, {"config_digest": self.config_digest, "result": results[key]})
             faults.reached("unit")
+        if self.shard and (mine or others):
+            share = sum(1 for key in keys if owner[str(key)] == self.shard[0])
+            self.log(f"shard {self.shard[0]}/{self.shard[1]}: its {share} of the {len(keys)} units are saved "
+                     f"({mine} by this run); the shard ends here (the gathering job runs after every shard)")
+            raise ShardDone
         return results
 
     def checkpointer(self, every: int | None = None) -> Checkpointer:
@@ -141,8 +216,12 @@ def run_stage(
     dataset: str | None = None,
     method: str | None = None,
     seed_block: str | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> Path:
-    """Compose the config, run one stage of one paper, write its completion file; return its path."""
+    """Compose the config, run one stage of one paper, write its completion file; return its path.
+    With `shard` (k, N): run shard k of N of the job and write only its marker (module docstring)."""
+    if shard is not None and stage not in SHARD_STAGES:
+        raise ConfigError(f"--shard: stage {stage} cannot be sharded; shardable stages: {', '.join(SHARD_STAGES)}")
     paper = get_paper(slug)
     overrides = stage_overrides(overrides, stage, paper.data_reads)
     cfg = stage_config(compose_job_config(slug, scale, tuple(overrides), seeds_override), stage, paper.data_reads)
@@ -160,7 +239,10 @@ def run_stage(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     seeds = parse_seed_block(seed_block) if seed_block else []
-    job = Job(paper=paper, cfg=cfg, stage=stage, out_dir=out_dir, dataset=dataset, method=method, seeds=seeds)
+    job = Job(paper=paper, cfg=cfg, stage=stage, out_dir=out_dir, dataset=dataset, method=method, seeds=seeds,
+              shard=shard)
+    if shard is not None:
+        done = shard_marker(out_dir, *shard)
     verify_inputs(job)
     _limit_threads(threads)
     watch_parent()  # a local job stops (and checkpoints) when its Snakemake is killed
@@ -170,15 +252,23 @@ def run_stage(
     if job.is_main:
         _save_config(job)
     started = time.time()
-    job.log("start")
-    result = stage_fn(job) or {}
-    faults.reached("done")
+    job.log("start" if shard is None else f"start shard {shard[0]}/{shard[1]}")
+    try:
+        result = stage_fn(job) or {}
+    except ShardDone:
+        result = None
+    if shard is None:
+        faults.reached("done")
     elapsed = round(time.time() - started, 3)
     if not job.is_main:
         return done  # the main process writes the completion file
     meta = provenance(stage=stage, paper=slug, scale=scale, dataset=dataset, method=method, seeds=seeds,
                       wall_seconds=elapsed, threads=threads, processes=world_size())
-    if stage in ("acquire", "prepare"):
+    if shard is not None:  # no completion file: the ordinary job gathers the units
+        write_json(done, {"shard": f"{shard[0]}/{shard[1]}", "units_computed": job._computed,
+                          "ended_at_its_share": result is None, "config_digest": job.config_digest,
+                          "provenance": meta})
+    elif stage in ("acquire", "prepare"):
         write_json(done, {"files": file_manifest(out_dir), "info": result, "provenance": meta, "config": cfg})
     elif stage == "train":  # what evaluate will read, checked there
         run_files = file_manifest(out_dir, skip=("metrics.json", "eval.json", "evaluate.config.yaml"))

@@ -17,10 +17,16 @@ Slurm) and prints one line per problem, before a GPU hour is spent; exit status 
   (its code calls `job.units` or `job.checkpointer`) resumes on a retry, so it passes when the
   estimate fits the sum of its attempts' runtimes (each retry doubles it, capped at the partition's
   limit `cluster.max_runtime_min`; attempts = 1 + the Slurm profile's `retries`), and says so.
+  A job the config shards (`shards: {<stage>: N}`, core.job) is N shard jobs with the stage's
+  resources, each doing 1/N of the estimated work (ceil(units / N) units when `units` is stated;
+  each with its own `overhead_s`), plus the ordinary job that gathers; each shard must fit. A
+  sharded stage whose code saves no units (job.units) is a problem (every shard would redo it all).
+  A job too long says how many shards would each fit its first attempt when its stage can be sharded.
 
-Then the plan: jobs per stage, GPU-hours requested (GPUs x runtime of the first attempt), bytes to
-download (a `bytes:` or `size:` key beside a pinned source; a hub model's estimated from its
-parameter count, and said so), and the memory estimate of every train job.
+Then the plan: jobs per stage (shard jobs as <stage>_shard), GPU-hours requested (GPUs x runtime
+of the first attempt, every shard job counted) and estimated (GPUs x estimated runtime: the whole
+work, sharded or not), bytes to download (a `bytes:` or `size:` key beside a pinned source; a hub
+model's estimated from its parameter count, and said so), and the memory estimate of every train job.
 
 Runtime schema (per paper and scale; `estimate` is excluded from every result's digest):
 
@@ -85,7 +91,9 @@ from pathlib import Path
 import yaml
 
 from .config import REPO_ROOT, compose_job_config, job_resource, read_yaml_file, split_overrides, workflow_jobs
+from .contract import SHARD_STAGES
 from .errors import ConfigError
+from .job import shard_count
 from .paper import Paper, all_papers, get_paper
 
 SRC = REPO_ROOT / "src"
@@ -177,11 +185,12 @@ def _resolve(target: str) -> tuple[str, str] | None:
 
 
 @functools.cache
-def _reach(module: str, name: str) -> tuple[frozenset, bool]:
-    """(every iclr26 function or class reachable from module.name, whether any calls job.units or
-    job.checkpointer): a name-based call graph, over-approximate (a reference counts as a call,
-    a class reaches all its methods, an attribute call on `self` any method of the module)."""
-    seen, checkpoints, todo = set(), False, [(module, name)]
+def _reach(module: str, name: str) -> tuple[frozenset, frozenset]:
+    """(every iclr26 function or class reachable from module.name, which of CHECKPOINT_CALLS they
+    make: job.units, job.checkpointer, resume_in): a name-based call graph, over-approximate (a
+    reference counts as a call, a class reaches all its methods, an attribute call on `self` any
+    method of the module)."""
+    seen, checkpoints, todo = set(), set(), [(module, name)]
     while todo:
         node_id = todo.pop()
         if node_id in seen:
@@ -206,8 +215,8 @@ def _reach(module: str, name: str) -> tuple[frozenset, bool]:
                     elif base in ("self", "cls"):
                         todo.extend((mod, d) for d in defs if node.attr in _methods_of(mod, d) and d not in methods)
                 if node.attr in CHECKPOINT_CALLS:
-                    checkpoints = True
-    return frozenset(seen), checkpoints
+                    checkpoints.add(node.attr)
+    return frozenset(seen), frozenset(checkpoints)
 
 
 @functools.cache
@@ -222,7 +231,35 @@ def stage_code(paper: Paper, stage: str) -> dict:
     """What a stage's code does, by the static scan: picks a device (so runs on the GPU when the
     config says cuda) and checkpoints or saves units (so a retry resumes it)."""
     reached, checkpoints = _reach(paper.stage_module, stage)
-    return {"picks_device": GPU_MARK in reached, "checkpoints": checkpoints}
+    return {"picks_device": GPU_MARK in reached, "checkpoints": bool(checkpoints)}
+
+
+def saves_units(paper: Paper, stage: str) -> bool:
+    """Whether a stage's code calls job.units (what shard jobs divide among themselves)."""
+    return "units" in _reach(paper.stage_module, stage)[1]
+
+
+def sharded_seconds(seconds: float, spec: dict, shards: int) -> tuple[float, int | None]:
+    """(estimated seconds, resumable units) of one of `shards` shard jobs of a job estimated at
+    `seconds` (its `overhead_s` paid by every shard)."""
+    overhead = float(spec.get("overhead_s") or 0)
+    work = max(seconds - overhead, 0.0)
+    if spec.get("units"):
+        units = math.ceil(int(spec["units"]) / shards)
+        return work * units / int(spec["units"]) + overhead, units
+    return work / shards + overhead, None
+
+
+def shards_that_fit(seconds: float, spec: dict, attempts: Sequence[int], checkpoints: bool,
+                    most: int = 4096) -> int | None:
+    """The fewest shard jobs of which each fits its attempts (None: none up to `most`, or as many as
+    the units)."""
+    top = min(most, int(spec["units"])) if spec.get("units") else most
+    for n in range(2, top + 1):
+        per, units = sharded_seconds(seconds, spec, n)
+        if fits(per, attempts, checkpoints, units):
+            return n
+    return None
 
 
 # ----------------------------------------------------------------------------- envs
@@ -520,7 +557,7 @@ def _who(slug: str, job: dict) -> str:
 def check_paper(paper: Paper, cfg: dict, retries: int) -> tuple[list[str], dict]:
     """(problems, plan) of one paper's jobs at the config's scale."""
     problems, slug = [], paper.slug
-    plan = {"jobs": {}, "gpu_hours": 0.0, "sources": [], "memory": None, "runtime": {}}
+    plan = {"jobs": {}, "gpu_hours": 0.0, "gpu_hours_estimated": 0.0, "sources": [], "memory": None, "runtime": {}}
     for source in external_sources(cfg):
         plan["sources"].append(source)
         if source["problem"]:
@@ -540,13 +577,19 @@ def check_paper(paper: Paper, cfg: dict, retries: int) -> tuple[list[str], dict]
 
     for job in workflow_jobs(paper, cfg):
         stage = job["stage"]
+        shards = shard_count(cfg, stage, job.get("dataset") or job.get("method")) if stage in SHARD_STAGES else 1
+        if shards > 1:  # N shard jobs with the stage's resources, then the ordinary job gathers
+            plan["jobs"][f"{stage}_shard"] = plan["jobs"].get(f"{stage}_shard", 0) + shards
         plan["jobs"][stage] = plan["jobs"].get(stage, 0) + 1
         if stage == "tabulate":
             continue
         gpus = job_resource(paper, cfg, stage, "gpus")
         runtime = job_resource(paper, cfg, stage, "runtime")
-        plan["gpu_hours"] += gpus * runtime / 60
+        plan["gpu_hours"] += gpus * runtime / 60 * (1 + (shards if shards > 1 else 0))
         code = stage_code(paper, stage)
+        if shards > 1 and not saves_units(paper, stage):
+            once((stage, "shards"), f"{slug} {stage}: shards.{stage} asks for {shards} shard jobs but its code saves "
+                                    "no units (job.units): each shard would redo the whole job")
         stage_device = str((cfg["resources"][stage] or {}).get("device") or device)
         who = f"{slug} {stage}"
         if code["picks_device"] and stage_device.startswith("cuda") and gpus == 0:
@@ -578,21 +621,34 @@ def check_paper(paper: Paper, cfg: dict, retries: int) -> tuple[list[str], dict]
                                      "core/preflight.py)")
             continue
         seconds, spec = estimate
+        overhead = float(spec.get("overhead_s") or 0)
+        plan["gpu_hours_estimated"] += gpus * (seconds + (shards - 1) * overhead) / 3600
         attempts = [job_resource(paper, cfg, stage, "runtime", a) for a in range(1, retries + 2)]
         granted = sum(attempts) if code["checkpoints"] else attempts[0]
-        verdict = fits(seconds, attempts, code["checkpoints"], spec.get("units"))
+        units = spec.get("units")
+        total = seconds
+        if shards > 1:
+            seconds, units = sharded_seconds(seconds, spec, shards)
+        verdict = fits(seconds, attempts, code["checkpoints"], units)
         how = (f"checkpoints: {len(attempts)} attempts of {'+'.join(map(str, attempts))} min"
-               + (f", {spec['units']} resumable units" if spec.get("units") else "") if code["checkpoints"]
+               + (f", {units} resumable units" if units else "") if code["checkpoints"]
                else f"no checkpoint: one attempt of {attempts[0]} min")
+        if shards > 1:
+            how = f"{shards} shard jobs of ~{total / 3600:.1f} h in all, then a gathering job; each shard: {how}"
         key = (stage, job.get("dataset") or job.get("method"))
         line = (stage, round(seconds), granted, how, spec.get("basis", "basis not stated"), verdict)
         if key not in plan["runtime"].setdefault(line, []):
             plan["runtime"][line].append(key[1])
         if not verdict:
-            once((stage, "time", key), f"{_who(slug, job)}: estimated {seconds / 3600:.1f} h "
+            hint = ""
+            if stage in SHARD_STAGES and code["checkpoints"] and saves_units(paper, stage):
+                enough = shards_that_fit(total, spec, attempts[:1], code["checkpoints"])   # no retry needed
+                hint = f"; shards.{stage}: {enough} would each fit one attempt" if enough else ""
+            per = f" per shard ({shards} shard jobs)" if shards > 1 else ""
+            once((stage, "time", key), f"{_who(slug, job)}: estimated {seconds / 3600:.1f} h{per} "
                                         f"({float(spec.get('work') or 0):.3g} {spec.get('unit', 'units')} at "
                                         f"{spec['rate']}/s; {spec.get('basis', 'basis not stated')}) exceeds "
-                                        f"its runtime ({how})")
+                                        f"its runtime ({how}){hint}")
     if "train" in plan["jobs"] and job_resource(paper, cfg, "train", "gpus") > 0:
         gpus = job_resource(paper, cfg, "train", "gpus")
         memory = train_memory(cfg, gpus)
@@ -651,15 +707,21 @@ def _differs(runtime: dict, stage: str) -> bool:
 def _print_plan(plans: dict, scale: str, retries: int, out) -> None:
     total_jobs = sum(sum(p["jobs"].values()) for p in plans.values())
     gpu_hours = sum(p["gpu_hours"] for p in plans.values())
+    estimated = sum(p.get("gpu_hours_estimated", 0.0) for p in plans.values())
     out(f"plan ({scale}): {total_jobs} jobs, {gpu_hours:,.0f} GPU-hours requested (GPUs x runtime of each "
-        f"job's first attempt; retries: {retries})")
+        f"job's first attempt; retries: {retries}), ~{estimated:,.0f} GPU-hours estimated (GPUs x estimated "
+        "runtime)")
     for slug, plan in plans.items():
-        stages = ", ".join(f"{stage} {n}" for stage, n in plan["jobs"].items())
-        out(f"  {slug}: {stages}; {plan['gpu_hours']:,.0f} GPU-hours")
+        order = [s for stage in plan["jobs"] if not stage.endswith("_shard")
+                 for s in (f"{stage}_shard", stage) if s in plan["jobs"]]
+        stages = ", ".join(f"{stage} {plan['jobs'][stage]}" for stage in order)
+        out(f"  {slug}: {stages}; {plan['gpu_hours']:,.0f} GPU-hours requested, "
+            f"~{plan.get('gpu_hours_estimated', 0.0):,.0f} estimated")
         for (stage, seconds, granted, how, basis, ok), items in plan["runtime"].items():
             names = ", ".join(dict.fromkeys(items))
             which = f" ({names})" if len(plan["runtime"]) and _differs(plan["runtime"], stage) else ""
-            out(f"    {stage}{which}: ~{seconds / 3600:.1f} h per job, allowed {granted / 60:.1f} h ({how})"
+            per = "per shard job" if "shard jobs" in how else "per job"
+            out(f"    {stage}{which}: ~{seconds / 3600:.1f} h {per}, allowed {granted / 60:.1f} h ({how})"
                 f"{'' if ok else ': TOO LONG'}; {basis}")
         if plan["memory"] is not None:
             m = plan["memory"]
