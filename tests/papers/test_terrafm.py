@@ -1,0 +1,198 @@
+"""Card 12, TerraFM: the Major-TOM schema the generator writes and the loader reads, the long-tailed
+labels, the encoder's fusion, the DINO loss and dual centering, the kNN probe, and the full-scale
+path offline (metadata and parts at a pinned revision on a loopback server that honours HTTP
+Range, read row group by row group). (The smoke pipeline and resume are tests/test_contract.py's.)"""
+import functools
+import http.server
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from iclr26.papers.terrafm import majortom as mt
+from iclr26.papers.terrafm import model, probe
+
+GEN = {"tile_px": 16, "label_grid": 4, "dominant_share": 0.75, "zipf_exponent": 1.3, "spectral_sep": 0.2,
+       "texture_amp": 0.15, "illumination": [0.6, 1.4], "noise": 0.02, "s1_texture_db": 1.5, "s1_offset_db": 1.5,
+       "speckle_looks": 4, "atmosphere": 0.06, "cloud_prob": 0.5, "l1c_regions": ["pretrain"],
+       "n_cells": {"pretrain": 12, "downstream": 12}}
+SPEC = {"data_seed": 0, "n_classes": 11, "chip_px": 8, "train_fraction": 0.5, "generator": GEN}
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory):
+    root = tmp_path_factory.mktemp("majortom")
+    mt.write_synthetic(root, GEN, seed=3)
+    return root
+
+
+def test_generator_writes_the_major_tom_schema(raw):
+    s2 = pq.read_table(raw / "Core-S2L2A" / "images" / "part_00001.parquet")
+    assert s2.column_names == ["product_id", "grid_cell", "product_datetime", "thumbnail", "cloud_mask",
+                               *mt.S2L2A_BANDS]
+    assert pa.types.is_binary(s2.schema.field("B04").type)
+    band = mt.read_tif_bytes(s2.column("B04")[0].as_py())
+    assert band.dtype == np.uint16 and band.shape == (16, 16) and band.max() > 100   # reflectance x 10^4
+    l1c = pq.read_table(raw / "Core-S2L1C" / "images" / "part_00001.parquet")
+    assert "B10" in l1c.column_names and l1c.num_rows == 12                          # pretraining cells only
+    assert mt.read_tif_bytes(l1c.column("cloud_mask")[0].as_py()).dtype == np.uint8
+    s1 = pq.read_table(raw / "Core-S1RTC" / "images" / "part_00001.parquet")
+    vv = mt.read_tif_bytes(s1.column("vv")[0].as_py())
+    assert vv.dtype == np.float32 and (vv > 0).all() and vv.max() < 10                # linear backscatter
+    assert {"vv", "vh", "grid_cell", "product_datetime"} <= set(s1.column_names)
+
+
+def test_loader_converts_units_and_resamples_native_resolutions(raw, tmp_path):
+    l2a = mt.read_collection(raw, "s2l2a")
+    s1 = mt.read_collection(raw, "s1rtc")
+    l1c = mt.read_collection(raw, "s2l1c")
+    cell = sorted(l1c)[0]
+    assert l2a[cell].shape == (12, 16, 16) and l2a[cell].max() <= 1.0               # DN / 10^4
+    assert l1c[cell].shape == (12, 16, 16)                                           # B10 dropped
+    table = pq.read_table(raw / "Core-S1RTC" / "images" / "part_00001.parquet").to_pylist()
+    row = next(r for r in table if r["grid_cell"] == cell)
+    np.testing.assert_allclose(s1[cell][0], 10 * np.log10(mt.read_tif_bytes(row["vv"])), rtol=1e-5)
+    # Major-TOM keeps 20 m / 60 m bands at native size: the loader puts them on the 10 m grid
+    bands = mt.on_grid([np.ones((12, 12), np.uint16), np.full((2, 2), 5, np.uint16)], tile_px=8)
+    assert [b.shape for b in bands] == [(8, 8), (8, 8)] and np.allclose(bands[1], 5)
+
+
+def test_labels_are_long_tailed():
+    p = mt.zipf_probs(11, 1.3)
+    assert np.all(np.diff(p) < 0) and p[0] / p[-1] == pytest.approx(11**1.3)
+    rng = np.random.default_rng(0)
+    dominant = [mt.dominant_code(mt.label_map(rng, GEN, p)) for _ in range(400)]   # class indices
+    counts = np.bincount(dominant, minlength=11)
+    assert counts[0] > 5 * counts[-5:].mean()
+
+
+def test_arrays_and_pre_arm_checks(raw):
+    arrays = probe.build_arrays(raw, SPEC)
+    assert arrays["s2l2a"].shape == (12, 12, 16, 16) and arrays["s1rtc"].shape == (12, 2, 16, 16)
+    assert abs(arrays["s2l2a"].mean()) < 1e-4                                        # standardised
+    assert len(arrays["train_label"]) + len(arrays["test_label"]) == 12 * 4          # 4 chips per cell
+    cfg = {"eval": {"k": 3, "temperature": 0.07, "n_tail": 3}, "data": {"majortom": SPEC}}
+    checks = probe.pre_arm_checks(arrays, cfg)
+    assert 0 <= checks["raw_s2"]["oa"] <= 1 and checks["head_tail_ratio"] >= 1
+
+
+CFG = {"model": {"dim": 16, "depth": 1, "heads": 2, "patch": 4, "global_crop": 16, "local_crop": 8,
+                 "head_hidden": 16, "head_bottleneck": 8, "prototypes": 10}}
+
+
+def test_fusion_is_a_convex_combination_of_modality_values():
+    torch.manual_seed(0)
+    enc = model.build(CFG).encoder
+    x = {m: torch.randn(2, c, 16, 16) for m, c in model.CHANNELS.items()}
+    assert enc(x).shape == (2, 16) and enc({"s1rtc": x["s1rtc"]}).shape == (2, 16)
+    assert enc({"s2l2a": torch.randn(2, 12, 8, 8)}).shape == (2, 16)                 # local crop: interpolated
+    # with equal tokens in every modality the fused value equals each one's value
+    tokens = torch.randn(2, 16, enc.wide)
+    values = torch.stack([enc.value(tokens)] * 3, 2)
+    keys = torch.stack([enc.key(tokens)] * 3, 2)
+    w = torch.softmax((keys * enc.query[None, :, None]).sum(-1) / enc.wide**0.5, dim=2)
+    assert torch.allclose(w.sum(2), torch.ones(2, 16))
+    assert torch.allclose((w.unsqueeze(-1) * values).sum(2), values[:, :, 0], atol=1e-5)
+    # the forward's fusion is a weighted mean over modalities: the order they are given in is irrelevant
+    reverse = {m: x[m] for m in reversed(list(x))}
+    assert torch.allclose(enc(x), enc(reverse), atol=1e-5)
+    assert not torch.allclose(enc(x), enc({"s2l2a": x["s2l2a"]}), atol=1e-3)
+
+
+def test_dino_loss_and_dual_centering():
+    s = [torch.randn(4, 10) for _ in range(3)]
+    t = [torch.randn(4, 10) for _ in range(2)]
+    c = torch.randn(10)
+    manual = 0
+    for i in range(2):
+        p = torch.softmax((t[i] - c) / 0.04, -1)
+        for j in range(3):
+            if i != j:
+                manual = manual + (-p * torch.log_softmax(s[j] / 0.1, -1)).sum(-1).mean()
+    assert torch.isclose(model.dino_loss(s, t, c, 0.1, 0.04), manual / 4)
+    w = model.class_weights(np.array([0, 0, 0, 1]), 2)
+    assert np.allclose(w, [4 / 3, 4 / 3, 4 / 3, 4])                                 # 1 / frequency
+    assert model.view_modalities("s2_dino", np.random.default_rng(0), ["s1rtc", "fused"]) == ["s2l2a"]
+    rng = np.random.default_rng(0)
+    seen = {tuple(model.view_modalities("modality_aug", rng, ["s1rtc", "s2l1c", "s2l2a", "fused"])) for _ in range(50)}
+    assert seen == {("s1rtc",), ("s2l1c",), ("s2l2a",), tuple(model.MODALITIES)}
+
+
+def test_knn_weighted_vote_and_tail_classes():
+    train = np.array([[1, 0], [1, 0.1], [0, 1]], float)
+    pred = probe.knn_predict(train, np.array([0, 0, 1]), np.array([[0.1, 1.0], [1.0, 0.0]]), k=1, temperature=0.07,
+                             n_classes=2)
+    assert list(pred) == [1, 0]
+    assert probe.tail_classes(np.array([0, 0, 0, 1, 1, 2]), 4, 2) == [3, 2]
+    sc = probe.scores(np.array([0, 0, 1, 2]), np.array([0, 1, 1, 0]), [1, 2])
+    assert sc["oa"] == 0.5 and sc["tail_acc"] == 0.5
+
+
+# ----------------------------------------------------------------------------- full-scale path offline
+class RangeHandler(http.server.SimpleHTTPRequestHandler):
+    served = []
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        rng = self.headers.get("Range")
+        if not rng:
+            return super().do_GET()
+        path = self.translate_path(self.path)
+        data = open(path, "rb").read()
+        lo, hi = (int(v) for v in rng.split("=")[1].split("-"))
+        chunk = data[lo:hi + 1]
+        RangeHandler.served.append(len(chunk))
+        self.send_response(206)
+        self.send_header("Content-Length", str(len(chunk)))
+        self.send_header("Content-Range", f"bytes {lo}-{hi}/{len(data)}")
+        self.end_headers()
+        self.wfile.write(chunk)
+
+
+def test_full_scale_acquire_reads_pinned_rows_by_range(raw, tmp_path):
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    served = tmp_path / "served"
+    for coll in mt.COLLECTIONS.values():
+        base = served / "datasets" / "Major-TOM" / coll / "resolve" / rev
+        (base / "images").mkdir(parents=True)
+        table = pq.read_table(raw / coll / "images" / "part_00001.parquet")
+        pq.write_table(table, base / "images" / "part_00001.parquet", row_group_size=1)   # one patch per group
+        cells = table.column("grid_cell").to_pylist()
+        meta = [{"grid_cell": c, "parquet_row": i, "parquet_url":
+                 f"https://huggingface.co/datasets/Major-TOM/{coll}/resolve/main/images/part_00001.parquet"}
+                for i, c in enumerate(cells)]
+        pq.write_table(pa.Table.from_pylist(meta), base / "metadata.parquet")
+    wc = tmp_path / "wc"
+    wc.mkdir()
+    pq.write_table(pq.read_table(raw / "worldcover" / "labels.parquet"), wc / "labels.parquet")
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(RangeHandler, directory=str(served)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        spec = {"endpoint": f"http://127.0.0.1:{httpd.server_address[1]}", "worldcover_dir": str(wc),
+                "n_cells_total": 5, "salt": "t",
+                "hub": {k: {"hub_id": f"Major-TOM/{c}", "revision": rev, "file": "metadata.parquet"}
+                        for k, c in mt.COLLECTIONS.items()}}
+        out = tmp_path / "raw"
+        RangeHandler.served.clear()
+        info = mt.acquire_hub(spec, out, log=lambda *a: None)
+    finally:
+        httpd.shutdown()
+    assert info["cells"] == 5 and all(info[k]["cells"] == 5 for k in mt.COLLECTIONS)
+    part = served / "datasets" / "Major-TOM" / "Core-S2L2A" / "resolve" / rev / "images" / "part_00001.parquet"
+    assert max(RangeHandler.served) < part.stat().st_size / 2                        # row groups, not the part
+    got = mt.read_collection(out, "s2l2a")
+    want = mt.read_collection(raw, "s2l2a", set(got))
+    assert set(got) == set(want) and all(np.array_equal(got[c], want[c]) for c in got)
+    assert len(mt.read_labels(out)) == 5
+
+
+def test_full_scale_acquire_names_the_missing_worldcover_table(tmp_path):
+    from iclr26.core.errors import DataError
+
+    with pytest.raises(DataError, match="WorldCover"):
+        mt.acquire_hub({"worldcover_dir": str(tmp_path / "none"), "hub": {}}, tmp_path)
