@@ -9,7 +9,7 @@ import pytest
 
 from iclr26.papers.zebra_cot import data, hub, tokens
 
-SPEC = {"grid": 3, "n_ops": 2, "n_objects": [3, 6], "cell_px": 16}
+SPEC = {"grid": [2, 3], "n_ops": 2, "n_objects": [2, 5], "cell_px": 16, "max_add": 2, "targets": ["all", "pair"]}
 
 
 def test_operations_and_counts():
@@ -19,6 +19,9 @@ def test_operations_and_counts():
     assert data.count(added, ("blue", "ball")) == 3 and data.count(added, (None, None)) == 6
     assert data.apply_op(added, ("remove_color", "blue")).tolist() == [[1, 2, 0], [0, 0, 0], [0, 0, 0]]
     assert data.apply_op(added, ("remove_shape", "cube")).tolist() == [[0, 2, 4], [0, 4, 4], [0, 0, 0]]
+    for op in [("add", 1, "red", "cube"), ("add", 2, "blue", "ball"), ("remove_color", "red"),
+               ("remove_shape", "ball")]:
+        assert len(data.op_text(op).split()) == 4                          # every step of a trace has one length
 
 
 def test_rows_have_the_real_schema_and_no_counts_in_the_trace(tmp_path):
@@ -27,6 +30,9 @@ def test_rows_have_the_real_schema_and_no_counts_in_the_trace(tmp_path):
         assert {"Question", "Text Reasoning Trace", "Final Answer", "problem_image_1",
                 "reasoning_image_1", "reasoning_image_2"} <= set(row)
         assert row["problem_image_1"]["bytes"][:8] == b"\x89PNG\r\n\x1a\n"
+        assert row["Question"].startswith("<image_start>[problem_image_1]<image_end>")   # the real rows' layout
+        assert "THOUGHT 1:" in row["Text Reasoning Trace"]
+        assert "<image_start>[reasoning_image_2]<image_end>" in row["Text Reasoning Trace"]
         trace = re.sub(r"\[\w+\]|THOUGHT \d+|add \d", "", row["Text Reasoning Trace"])
         assert not re.search(r"\d", trace)                                # the state lives in the images
     data.write_parquet(rows, tmp_path / "rows.parquet")
@@ -35,32 +41,52 @@ def test_rows_have_the_real_schema_and_no_counts_in_the_trace(tmp_path):
     assert back[0]["reasoning_image_2"]["bytes"] == rows[0]["reasoning_image_2"]["bytes"]
 
 
-def test_vq_tokens_recover_the_scene_and_the_last_image_decides_the_answer():
+def test_vq_tokens_recover_the_scene_of_a_non_square_picture():
     rng = np.random.default_rng(0)
-    grids = [rng.integers(0, 5, size=(3, 3)) for _ in range(12)]
+    grids = [rng.integers(0, 5, size=(2, 3)) for _ in range(12)]
     images = [data.decode_image({"bytes": data.render(g, 16)}) for g in grids]
-    spec = {"patches": 3, "pool": 4, "codebook": 8}
+    assert images[0].shape == (32, 48, 3)                                  # rows x cols cells, not square
+    spec = {"patches": [2, 3], "pool": 4, "codebook": 8}
     book = tokens.fit_codebook(images, spec, seed=0)
     codes = [tokens.encode_image(im, book, spec) for im in images]
-    pairs = {(int(g.flat[i]), c[i]) for g, c in zip(grids, codes) for i in range(9)}
+    pairs = {(int(g.flat[i]), c[i]) for g, c in zip(grids, codes) for i in range(6)}
     assert len(pairs) == len({k for k, _ in pairs}) == len({c for _, c in pairs}) == 5   # one code per cell kind
+    feats = tokens.patch_features(images[0], 4, 4)                          # a square grid of a wide picture:
+    assert feats.shape == (16, 48)                                          # resized, nothing cropped
 
 
 def test_arms_and_scaffolding_sequences():
     row = data.generate(SPEC, 1, seed=1)[0]
-    codes = {c: [0] * 9 for c in data.image_columns(row)}
-    ex = tokens.example(*data.segments(row), row["Final Answer"], codes)
-    assert len(ex["steps"]) == 2
+    codes = {c: [0, 1, 1, 2, 0, 0] for c in data.image_columns(row)}
+    ex = tokens.example(*data.segments(row), row["Final Answer"], codes, 5)
+    assert len(ex["steps"]) == 2 and "THOUGHT" not in ex["prompt"] and "<image_start>" not in "".join(ex["prompt"])
     p0, t_answer = tokens.target(ex, "answer_only")
     _, t_text = tokens.target(ex, "text_trace")
+    _, t_cot = tokens.target(ex, "text_cot")
     _, t_inter = tokens.target(ex, "interleaved")
     assert p0.count(tokens.BOI) == 1 and t_answer == ["ANSWER", ":", row["Final Answer"]]
-    assert tokens.BOI not in t_text and t_inter.count(tokens.BOI) == 2
+    assert tokens.BOI not in t_text and t_inter.count(tokens.BOI) == 2 and tokens.BOI not in t_cot
     assert [w for w in t_inter if not w.startswith("<")] == t_text          # same words, images added
+    state = ["state", ":", "k0", "3", "k1", "2", "k2", "1", "k3", "0", "k4", "0"]   # the picture's counts in words
+    assert t_cot[: t_cot.index("state") + len(state)][-len(state):] == state and t_cot.count("state") == 2
     p2, t2 = tokens.target(ex, "interleaved", given=2)
     assert p2.count(tokens.BOI) == 3 and t2[-3:] == t_answer and tokens.BOI not in t2
+    c1, _ = tokens.target(ex, "text_cot", given=1)
+    assert c1.count("state") == 1 and tokens.BOI not in c1[len(ex["prompt"]):]
     parsed = tokens.parse(["x", "<boi>", "<img_1>", "<eoi>", "ANSWER", ":", "4"])
     assert parsed == {"answer": "4", "images": [["<img_1>"]]}
+
+
+def test_baselines_majority_and_question_only_lookup():
+    from iclr26.papers.zebra_cot.stages import baselines
+
+    def ex(question, answer):
+        return {"prompt": ["<boi>", "<img_0>", "<eoi>", *question.split()], "answer": ["ANSWER", ":", answer]}
+
+    train = [ex("q a", "1"), ex("q a", "1"), ex("q b", "2"), ex("q c", "1")]
+    test = [ex("q a", "1"), ex("q b", "2"), ex("q b", "3"), ex("q z", "1")]
+    out = baselines(train, test)
+    assert out["majority"] == 0.5 and out["lookup"] == 0.75                # unseen question -> majority answer
 
 
 def test_held_out_split_is_a_stable_hash():
@@ -72,36 +98,52 @@ def test_held_out_split_is_a_stable_hash():
 @pytest.mark.filterwarnings("ignore")
 def test_full_scale_path_offline(workdir, static_server):
     """scale=full against a loopback hub: two configs' parquet shards (real column names, images as
-    {bytes, path} structs, more reasoning images than tiny) are streamed at the pinned commit, split
-    by the hash, tokenized, and every arm trains and decodes."""
+    {bytes, path} structs, non-square pictures, more reasoning images than tiny) are streamed at the
+    pinned commit and checked against their sha256 (one config listed through the hub's tree API,
+    whose LFS oid is the sha256; the other given in data.counting.shards), split by the hash,
+    tokenized, and every arm trains and decodes."""
+    import json
+    from urllib.parse import quote
+
     import pandas as pd
 
+    from iclr26.core.io import sha256_file
     from iclr26.core.job import load_records, run_paper
 
     root, base = static_server
     rev = "f6d1defc169d19180a69f517925ed6cbb06a1c97"
+    repo = root / "datasets" / "multimodal-reasoning-lab" / "Zebra-CoT"
     configs = ["3D Visual Reasoning - Multi-Hop Objects Counting", "Visual Logic & Strategic Games - Maze"]
-    shards = {}
+    given = []
     for i, config in enumerate(configs):
-        rows = data.generate({"grid": 4, "n_ops": 3, "n_objects": [2, 8], "cell_px": 16}, 30, seed=i)
+        rows = data.generate({"grid": [3, 4], "n_ops": 3, "n_objects": [2, 8], "cell_px": 16}, 30, seed=i)
         path = f"{config}/train-00000-of-00001.parquet"
-        target = root / "datasets" / "multimodal-reasoning-lab" / "Zebra-CoT" / "resolve" / rev / path
+        target = repo / "resolve" / rev / path
         target.parent.mkdir(parents=True, exist_ok=True)
         data.write_parquet(rows, target)
-        shards[config] = [path]
-    shard_yaml = "[" + ",".join(f'"{p[0]}"' for p in shards.values()) + "]"
+        sha, size = sha256_file(target), target.stat().st_size
+        if i == 0:   # listed: GET /api/datasets/<repo>/tree/<rev>/<config>?recursive=True
+            tree = root / "api" / "datasets" / "multimodal-reasoning-lab" / "Zebra-CoT" / "tree" / rev / config
+            tree.parent.mkdir(parents=True, exist_ok=True)
+            tree.write_text(json.dumps([{"type": "file", "path": path, "size": size, "oid": "0" * 40,
+                                         "lfs": {"oid": sha, "size": size, "pointerSize": 134}},
+                                        {"type": "file", "path": f"{config}/README.md", "size": 3, "oid": "1" * 40}]))
+        else:
+            given.append(f'{{path:"{path}",sha256:"{sha}"}}')
+    assert quote(configs[0], safe="")   # the listing URL quotes the config name; the server unquotes it
     overrides = ["device=cpu", "threads=1", f"data.counting.endpoint={base}",
                  f"data.counting.configs=[{','.join(repr(c) for c in configs)}]".replace("'", '"'),
-                 f"data.counting.shards={shard_yaml}", "data.counting.test_fraction=0.2",
+                 f"data.counting.shards=[{','.join(given)}]", "data.counting.test_fraction=0.2",
                  "data.counting.max_train_per_config=20", "data.counting.max_test_per_config=4",
                  "image_tokenizer.patches=4", "image_tokenizer.codebook=8", "image_tokenizer.fit_rows=10",
                  "model.config.hidden_size=16", "model.config.num_hidden_layers=1", "model.config.intermediate_size=32",
                  "model.config.num_attention_heads=2", "model.config.num_key_value_heads=2",
                  "train.steps=3", "train.batch_size=4", "train.warmup=1", "eval.max_new_tokens=8", "eval.n_test=6"]
-    records = pd.DataFrame(load_records(run_paper("zebra_cot", "full", overrides, seeds=[0, 1, 2],
-                                                  methods=["text_trace", "interleaved"])))   # 3 seeds: claim tests
-    assert set(records["method"]) == {"text_trace", "interleaved"}
+    records = pd.DataFrame(load_records(run_paper("zebra_cot", "full", overrides, seeds=[0, 1, 2],   # 3: claim tests
+                                                  methods=["lookup", "text_cot", "interleaved"])))
+    assert set(records["method"]) == {"lookup", "text_cot", "interleaved"}
     assert sorted(records[records["method"] == "interleaved"]["k"].unique()) == [0, 1, 2]   # Q, 1MT, 2MT
     assert records["accuracy"].between(0, 1).all()
+    assert records[records["method"] == "interleaved"]["gold_chain_acc"].notna().all()
     test_rows = data.read_parquet(workdir / "data/full/zebra_cot/raw/counting/test.parquet")
     assert {r["config"] for r in test_rows} <= set(configs) and 0 < len(test_rows) <= 8

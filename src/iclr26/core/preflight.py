@@ -105,7 +105,7 @@ GPU_MARK = ("iclr26.core.runtime", "pick_device")  # the one place a job picks i
 CHECKPOINT_CALLS = ("units", "checkpointer", "resume_in")
 # import name -> distribution name, where they differ
 DISTRIBUTIONS = {"yaml": "PyYAML", "sklearn": "scikit-learn", "PIL": "pillow", "math_verify": "math-verify",
-                 "hydra": "hydra-core", "minatar": "MinAtar"}
+                 "hydra": "hydra-core", "minatar": "MinAtar", "ot": "POT"}
 
 
 # ----------------------------------------------------------------------------- static code scan
@@ -274,8 +274,13 @@ def env_pins(path: Path) -> dict[str, str]:
     for dep in env.get("dependencies") or []:
         for item in (dep.get("pip") or []) if isinstance(dep, dict) else [dep]:
             name = re.split(r"[=<>!~ \[]", str(item), maxsplit=1)[0]
-            pins[name.lower()] = str(item)
+            pins[distribution_key(name)] = str(item)
     return pins
+
+
+def distribution_key(name: str) -> str:
+    """A distribution's name as pip compares it (PEP 503): torch_geometric == torch-geometric."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def third_party_imports(paper: Paper) -> set[str]:
@@ -306,7 +311,7 @@ def env_missing_imports(paper: Paper, cfg: dict) -> list[str]:
     if not path.exists():
         return [f"envs/{path.name} (the env itself)"]
     pins = env_pins(path)
-    return sorted(m for m in third_party_imports(paper) if DISTRIBUTIONS.get(m, m).lower() not in pins)
+    return sorted(m for m in third_party_imports(paper) if distribution_key(DISTRIBUTIONS.get(m, m)) not in pins)
 
 
 def package_problems(root: Path = REPO_ROOT) -> list[str]:

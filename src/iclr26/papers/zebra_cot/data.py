@@ -4,12 +4,15 @@
 A row has the real dataset's columns (checked against the HF dataset card and public code reading
 it): `Question`, `Text Reasoning Trace`, `Final Answer` (strings), `problem_image_1..m` and
 `reasoning_image_1..n` (the `datasets` Image feature, stored in parquet as a struct
-{bytes: PNG bytes, path: string}). The trace is one string with `[reasoning_image_k]` placeholders;
-the question carries `[problem_image_1]`.
+{bytes: PNG bytes, path: string}). As in the real rows, the trace is one string of `THOUGHT k:`
+paragraphs whose images are written `<image_start>[reasoning_image_k]<image_end>`; the question
+carries `<image_start>[problem_image_1]<image_end>`. The loader also reads a bare `[..._image_k]`.
 
-The scene is a grid of cells, each empty or one of {red, blue} x {cube, ball}; the trace's thoughts
-restate the operations but never a count, so the scene's state lives in the reasoning images only
-(as in the real data, where the text describes what to draw and the picture holds the result).
+The scene is a rows x cols grid of cells, each empty or one of {red, blue} x {cube, ball}; the
+trace's thoughts restate the operations but never a count, so the scene's state lives in the
+reasoning images only (as in the real data, where the text describes what to draw and the picture
+holds the result). Every operation is written in four words, so each (thought, image) step of a
+trace has the same length (the card's operations, phrased to a fixed length).
 """
 from __future__ import annotations
 
@@ -25,7 +28,17 @@ SHAPES = ("cube", "ball")
 KINDS = tuple((c, s) for c in COLORS for s in SHAPES)
 RGB = {"red": (220, 40, 40), "blue": (40, 70, 220)}
 BACKGROUND = (235, 235, 235)
-PLACEHOLDER = re.compile(r"\[(problem_image_\d+|reasoning_image_\d+)\]")
+TARGETS = ("color", "shape", "pair", "all")   # what a question may ask to count (the card's four kinds)
+PLACEHOLDER = re.compile(r"(?:<image_start>\s*)?\[(problem_image_\d+|reasoning_image_\d+)\](?:\s*<image_end>)?")
+
+
+def grid_shape(spec_grid) -> tuple[int, int]:
+    """(rows, cols) of a `grid` setting: an int (square) or [rows, cols]."""
+    return (int(spec_grid), int(spec_grid)) if np.isscalar(spec_grid) else (int(spec_grid[0]), int(spec_grid[1]))
+
+
+def image_tag(column: str) -> str:
+    return f"<image_start>[{column}]<image_end>"
 
 
 # ----------------------------------------------------------------------------- scenes and operations
@@ -47,9 +60,10 @@ def apply_op(grid: np.ndarray, op: tuple) -> np.ndarray:
 
 
 def op_text(op: tuple) -> str:
+    """Four words for every operation."""
     if op[0] == "add":
         return f"add {op[1]} {op[2]} {op[3]}{'s' if op[1] > 1 else ''}"
-    return f"remove all {op[1]} objects" if op[0] == "remove_color" else f"remove all {op[1]}s"
+    return f"remove all {op[1]} objects" if op[0] == "remove_color" else f"remove all the {op[1]}s"
 
 
 def count(grid: np.ndarray, target: tuple) -> int:
@@ -66,17 +80,19 @@ def target_text(target: tuple) -> str:
     return f"{color} objects" if color else (f"{shape}s" if shape else "objects")
 
 
-def random_op(rng, grid: np.ndarray) -> tuple:
+def random_op(rng, grid: np.ndarray, max_add: int = 3) -> tuple:
     free = int(np.sum(grid == 0))
     kind = rng.integers(3) if free else 1 + rng.integers(2)
     if kind == 0:
-        return ("add", int(rng.integers(1, min(3, free) + 1)), str(rng.choice(COLORS)), str(rng.choice(SHAPES)))
+        return ("add", int(rng.integers(1, min(max_add, free) + 1)), str(rng.choice(COLORS)), str(rng.choice(SHAPES)))
     return ("remove_color", str(rng.choice(COLORS))) if kind == 1 else ("remove_shape", str(rng.choice(SHAPES)))
 
 
-def random_target(rng) -> tuple:
-    return [(str(rng.choice(COLORS)), None), (None, str(rng.choice(SHAPES))),
-            (str(rng.choice(COLORS)), str(rng.choice(SHAPES))), (None, None)][int(rng.integers(4))]
+def random_target(rng, targets=TARGETS) -> tuple:
+    """(color | None, shape | None) of one of the allowed question kinds (color, shape, pair, all)."""
+    kind = targets[int(rng.integers(len(targets)))]
+    color, shape = str(rng.choice(COLORS)), str(rng.choice(SHAPES))
+    return {"color": (color, None), "shape": (None, shape), "pair": (color, shape), "all": (None, None)}[kind]
 
 
 # ----------------------------------------------------------------------------- images
@@ -84,8 +100,8 @@ def render(grid: np.ndarray, cell_px: int) -> bytes:
     """PNG bytes of a scene: cubes as filled squares, balls as filled discs, one per cell."""
     from PIL import Image, ImageDraw
 
-    g = grid.shape[0]
-    image = Image.new("RGB", (g * cell_px, g * cell_px), BACKGROUND)
+    rows, cols = grid.shape
+    image = Image.new("RGB", (cols * cell_px, rows * cell_px), BACKGROUND)
     draw = ImageDraw.Draw(image)
     m = max(1, cell_px // 6)
     for (r, c), code in np.ndenumerate(grid):
@@ -107,23 +123,25 @@ def decode_image(value) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- rows
-def make_row(rng, grid_size: int, n_ops: int, n_objects: tuple, cell_px: int) -> dict:
-    """One Multi-Hop Objects Counting problem as a Zebra-CoT row."""
-    grid = np.zeros((grid_size, grid_size), dtype=np.int64)
-    n0 = int(rng.integers(n_objects[0], n_objects[1] + 1))
+def make_row(rng, spec: dict) -> dict:
+    """One Multi-Hop Objects Counting problem as a Zebra-CoT row (the real rows' text layout)."""
+    grid = np.zeros(grid_shape(spec["grid"]), dtype=np.int64)
+    lo, hi = spec["n_objects"]
+    n0 = int(rng.integers(lo, hi + 1))
     cells = rng.choice(grid.size, size=min(n0, grid.size), replace=False)
     grid.flat[cells] = rng.integers(1, len(KINDS) + 1, size=len(cells))
-    target = random_target(rng)
+    target = random_target(rng, tuple(spec.get("targets") or TARGETS))
     scenes, ops = [grid], []
-    for _ in range(n_ops):
-        ops.append(random_op(rng, scenes[-1]))
+    for _ in range(int(spec["n_ops"])):
+        ops.append(random_op(rng, scenes[-1], int(spec.get("max_add", 3))))
         scenes.append(apply_op(scenes[-1], ops[-1]))
-    question = (f"[problem_image_1] how many {target_text(target)} are left after these operations : "
-                + " , then ".join(op_text(op) for op in ops) + " ?")
-    thoughts = [f"THOUGHT {k + 1} : apply {op_text(op)} and redraw the scene . [reasoning_image_{k + 1}]"
-                for k, op in enumerate(ops)]
-    thoughts.append(f"THOUGHT {n_ops + 1} : count the {target_text(target)} in the last picture .")
-    row = {"Question": question, "Text Reasoning Trace": " ".join(thoughts),
+    n = len(ops)
+    question = (f"{image_tag('problem_image_1')} How many {target_text(target)} are left after: "
+                + ", then ".join(op_text(op) for op in ops) + "?")
+    thoughts = [f"THOUGHT {k + 1}: {op_text(op)}. {image_tag(f'reasoning_image_{k + 1}')}" for k, op in enumerate(ops)]
+    thoughts.append(f"THOUGHT {n + 1}: count the {target_text(target)}.")
+    cell_px = int(spec["cell_px"])
+    row = {"Question": question, "Text Reasoning Trace": "\n\n".join(thoughts),
            "Final Answer": str(count(scenes[-1], target)),
            "problem_image_1": {"bytes": render(scenes[0], cell_px), "path": None}}
     for k, scene in enumerate(scenes[1:], start=1):
@@ -133,8 +151,7 @@ def make_row(rng, grid_size: int, n_ops: int, n_objects: tuple, cell_px: int) ->
 
 def generate(spec: dict, n: int, seed: int) -> list[dict]:
     rng = np.random.default_rng(seed)
-    return [make_row(rng, int(spec["grid"]), int(spec["n_ops"]), tuple(spec["n_objects"]), int(spec["cell_px"]))
-            for _ in range(n)]
+    return [make_row(rng, spec) for _ in range(n)]
 
 
 def image_columns(names) -> list[str]:

@@ -2,9 +2,13 @@
 
 The dataset is tens of GB (about 59 GB of parquet), so it is streamed: one parquet shard of a config
 is downloaded (core.acquire.download, from the hub's `resolve/<commit>/` URL: a commit pins every
-file's content), its rows are read, and the shard is deleted before the next, until the config's
-row quota is met. The dataset ships only a `train` split; the held-out test split is the pipeline's
-own: a row goes to test when the first 8 hex digits of sha256("<config>/<shard>/<row>") fall below
+file's content) and checked against its sha256, its rows are read, and the shard is deleted before
+the next, until the config's row quota is met. The shards and their sha256 come from `shards`
+(entries {path, sha256}) or else from the hub's tree listing at the commit (`list_repo_tree`: an LFS
+file's sha256 is its `lfs.oid`); a shard without a sha256 stops acquire.
+
+The dataset ships only a `train` split; the held-out test split is the pipeline's own: a row goes
+to test when the first 8 hex digits of sha256("<config>/<shard>/<row>") fall below
 `test_fraction` (stable across runs and machines, independent of the quota), as the paper's
 in-distribution split is not described.
 """
@@ -23,16 +27,18 @@ def is_test(config: str, shard: str, index: int, fraction: float) -> bool:
     return int(digest[:8], 16) / 16**8 < fraction
 
 
-def shards_of(spec: dict, config: str, endpoint: str) -> list[str]:
-    """The config's parquet files at the pinned commit: `shards` (paths "<config>/<file>"), else
-    listed by the hub API."""
-    given = [p for p in spec.get("shards") or [] if p.startswith(f"{config}/")]
+def shards_of(spec: dict, config: str, endpoint: str) -> list[dict]:
+    """The config's parquet files at the pinned commit as {path, sha256}: from `shards` (entries
+    {path: "<config>/<file>", sha256}), else listed by the hub API at the commit."""
+    given = [dict(e) for e in spec.get("shards") or [] if str(e["path"]).startswith(f"{config}/")]
     if given:
         return given
     from huggingface_hub import HfApi
 
-    files = HfApi(endpoint=endpoint).list_repo_files(spec["hub_id"], repo_type="dataset", revision=spec["revision"])
-    return sorted(f for f in files if f.startswith(f"{config}/") and f.endswith(".parquet"))
+    files = HfApi(endpoint=endpoint).list_repo_tree(spec["hub_id"], path_in_repo=config, recursive=True,
+                                                    revision=spec["revision"], repo_type="dataset")
+    return sorted(({"path": f.path, "sha256": f.lfs.sha256 if getattr(f, "lfs", None) else None}
+                   for f in files if f.path.endswith(".parquet") and hasattr(f, "size")), key=lambda e: e["path"])
 
 
 def acquire(spec: dict, out_dir: Path, log=print) -> dict:
@@ -45,11 +51,15 @@ def acquire(spec: dict, out_dir: Path, log=print) -> dict:
     counts = {}
     for config in spec["configs"]:
         mine = {"train": 0, "test": 0}
-        for shard in shards_of(spec, config, endpoint):
+        for entry in shards_of(spec, config, endpoint):
             if all(mine[p] >= quota[p] for p in mine):
                 break
+            shard = entry["path"]
+            if not entry.get("sha256"):
+                raise ValueError(f"zebra_cot: shard {shard!r} has no sha256 (not an LFS file in the hub listing, "
+                                 "and none given in data.counting.shards)")
             url = f"{endpoint}/datasets/{spec['hub_id']}/resolve/{spec['revision']}/{quote(shard)}"
-            local = download(url, Path(out_dir) / "shard.parquet", sha256=None)
+            local = download(url, Path(out_dir) / "shard.parquet", sha256=entry["sha256"])
             for index, row in enumerate(data.read_parquet(local)):
                 part = "test" if is_test(config, shard, index, fraction) else "train"
                 if mine[part] < quota[part]:

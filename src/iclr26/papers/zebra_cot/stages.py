@@ -5,14 +5,18 @@
               multimodal-reasoning-lab/Zebra-CoT at a pinned commit, streamed one parquet shard at a
               time, split into train / held-out test by a hash of (config, row) (hub.py)
     prepare   the image tokenizer's codebook (k-means on training patches), every image as codes,
-              every row as word lists (tokens.example), the shared word-level tokenizer
-    train     per arm and seed (one unit): a decoder from config trained on the arm's sequences
-              (core.lm.model.train_lm), then greedy decoding on the test rows with k gold
-              multimodal steps given (k = 0 for every arm; k = 1..scaffold_max for interleaved)
-    evaluate  one record per (seed, k) from the units' JSON results
+              every row as word lists (tokens.example), the word-level tokenizer's vocabulary (every
+              split's words: a test word is never <unk>), and the two answer baselines on the test
+              rows: the training majority answer and the question-only lookup (the most frequent
+              training answer of the same question text, images removed; the majority if unseen)
+    train     per arm and seed (one unit, arms.fit_and_eval): a decoder trained on the arm's
+              sequences, then greedy decoding on the test rows with k = 0..scaffold_max gold steps
+              given, and with the full gold chain given (the learnability gate)
+    evaluate  one record per (seed, k) from the units' JSON results; the baselines' records
 """
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +26,7 @@ from iclr26.core.io import read_json, read_jsonl, save_arrays, write_json, write
 from . import data, tokens
 
 DATASET = "counting"
+BASELINES = ("majority", "lookup")
 
 
 def acquire(job) -> dict:
@@ -30,14 +35,45 @@ def acquire(job) -> dict:
         from . import hub
 
         return hub.acquire(spec, job.out_dir, log=job.log)
-    train_rows = data.generate(spec, int(spec["n_train"]), int(spec["data_seed"]))
-    test_rows = data.generate(spec, int(spec["n_test"]), int(spec["data_seed"]) + 1)
+    seed = int(spec["data_seed"])
+    train_rows = data.generate(spec, int(spec["n_train"]), seed)
+    test_rows = data.generate(spec, int(spec["n_test"]), seed + 1)
     data.write_parquet(train_rows, job.out_dir / "train.parquet")
     data.write_parquet(test_rows, job.out_dir / "test.parquet")
-    split = {"train": len(train_rows), "test": len(test_rows), "how": f"generator seeds {spec['data_seed']} (train) "
-             f"and {int(spec['data_seed']) + 1} (test)"}
+    split = {"train": len(train_rows), "test": len(test_rows),
+             "how": f"generator seeds {seed} (train) and {seed + 1} (test); {seed + 2} is the validation "
+                    "split of the step-budget choice (tune.py), never read here"}
     print(f"zebra_cot split: {split}")
     return split
+
+
+def encode_rows(rows: list[dict], codebook: np.ndarray, vq: dict) -> tuple[list[dict], set]:
+    """Examples (tokens.example) of rows, and the image codes they use."""
+    out, used = [], set()
+    for row in rows:
+        codes = {c: tokens.encode_image(data.decode_image(row[c]), codebook, vq) for c in data.image_columns(row)}
+        used.update(x for c in codes.values() for x in c)
+        out.append(tokens.example(*data.segments(row), row["Final Answer"], codes, len(codebook)))
+    return out, used
+
+
+def all_words(ex: dict) -> list[str]:
+    return (ex["prompt"] + [w for s in ex["steps"] for w in s["text"] + s["image"] + s["state"]]
+            + ex["tail"] + ex["answer"])
+
+
+def baselines(train_ex: list[dict], test_ex: list[dict]) -> dict:
+    """Accuracy of the training majority answer and of the question-only lookup on test_ex."""
+    answers = [" ".join(ex["answer"]) for ex in train_ex]
+    majority = Counter(answers).most_common(1)[0][0]
+    table: dict = {}
+    for ex, a in zip(train_ex, answers):
+        table.setdefault(tokens.question_key(ex), Counter())[a] += 1
+    gold = [" ".join(ex["answer"]) for ex in test_ex]
+    lookup = [table[k].most_common(1)[0][0] if k in table else majority for k in map(tokens.question_key, test_ex)]
+    return {"majority": float(np.mean([majority == g for g in gold])),
+            "lookup": float(np.mean([p == g for p, g in zip(lookup, gold)])),
+            "majority_answer": majority, "n_test": len(test_ex)}
 
 
 def prepare(job) -> dict:
@@ -48,28 +84,25 @@ def prepare(job) -> dict:
     fit_images = [data.decode_image(r[c]) for r in fit_rows for c in data.image_columns(r)]
     codebook = tokens.fit_codebook(fit_images, vq, int(vq["seed"]))
     save_arrays(job.out_dir / "codebook.npz", codebook=codebook)
-    out, used = {}, set()
+    out, used, examples = {}, set(), {}
     for part, part_rows in rows.items():
-        examples = []
-        for row in part_rows:
-            codes = {c: tokens.encode_image(data.decode_image(row[c]), codebook, vq) for c in data.image_columns(row)}
-            used.update(x for c in codes.values() for x in c)
-            prompt, chain = data.segments(row)
-            examples.append(tokens.example(prompt, chain, row["Final Answer"], codes))
-        write_jsonl(job.out_dir / f"{part}.jsonl", examples)
-        out[part] = len(examples)
-    vocab = sorted({w for ex in read_jsonl(job.out_dir / "train.jsonl") for w in _all_words(ex)}
+        examples[part], part_used = encode_rows(part_rows, codebook, vq)
+        used |= part_used
+        write_jsonl(job.out_dir / f"{part}.jsonl", examples[part])
+        out[part] = len(examples[part])
+    train_words = {w for ex in examples["train"] for w in all_words(ex)}
+    vocab = sorted({w for part in examples.values() for ex in part for w in all_words(ex)}
                    | set(map(tokens.code_word, range(len(codebook)))) | {tokens.BOI, tokens.EOI})
     write_json(job.out_dir / "vocab.json", vocab)
-    check = answer_determined(read_jsonl(job.out_dir / "train.jsonl"))
-    job.log(f"codebook {len(codebook)} codes ({len(used)} used); the question and last reasoning image "
-            f"determine the answer in {check:.3f} of training rows")
+    base = baselines(examples["train"], examples["test"])
+    write_json(job.out_dir / "baselines.json", base)
+    check = answer_determined(examples["train"])
+    job.log(f"codebook {len(codebook)} codes ({len(used)} used); vocabulary {len(vocab)} words "
+            f"({len(set(vocab) - train_words)} seen outside training rows only); the question and last "
+            f"reasoning image determine the answer in {check:.3f} of training rows; test baselines: "
+            f"majority {base['majority']:.3f}, question-only lookup {base['lookup']:.3f}")
     return {**out, "codebook": len(codebook), "codes_used": len(used), "vocab": len(vocab),
-            "answer_determined_by_last_image": check}
-
-
-def _all_words(ex: dict) -> list[str]:
-    return ex["prompt"] + [w for s in ex["steps"] for w in s["text"] + s["image"]] + ex["tail"] + ex["answer"]
+            "answer_determined_by_last_image": check, **{k: base[k] for k in BASELINES}}
 
 
 def answer_determined(examples: list[dict]) -> float:
@@ -79,94 +112,48 @@ def answer_determined(examples: list[dict]) -> float:
     keys = []
     for ex in examples:
         last = ex["steps"][-1]["image"] if ex["steps"] else []
-        key = (" ".join(w for w in ex["prompt"] if not w.startswith("<img_")), " ".join(last))
+        key = (tokens.question_key(ex), " ".join(last))
         seen.setdefault(key, set()).add(" ".join(ex["answer"]))
         keys.append(key)
     return float(np.mean([len(seen[k]) == 1 for k in keys])) if keys else float("nan")
 
 
-def _tokenizer(job):
-    from iclr26.core.lm.tokenizer import build_tokenizer
-
-    return build_tokenizer(read_json(job.prepared_dir(DATASET) / "vocab.json"))
-
-
-def ks_of(cfg: dict, method: str) -> list[int]:
-    return list(range(int(cfg["eval"]["scaffold_max"]) + 1)) if method == "interleaved" else [0]
-
-
 def train(job) -> dict:
-    import torch
-
-    from iclr26.core.lm.generate import generate
-    from iclr26.core.lm.model import build_model, train_lm
+    from iclr26.core.lm.tokenizer import build_tokenizer
     from iclr26.core.runtime import pick_device
 
+    from .arms import fit_and_eval
+
     device = pick_device(job.cfg.get("device"))
-    tok = _tokenizer(job)
     prepared = job.prepared_dir(DATASET)
-    train_ex = read_jsonl(prepared / "train.jsonl")
-    tcfg, ecfg = job.cfg["train"], job.cfg["eval"]
-    limit = int(tcfg["max_length"])   # rows whose interleaved sequence is longer are dropped from every arm
-
-    def fits(ex: dict) -> bool:
-        return sum(map(len, tokens.target(ex, "interleaved"))) < limit
-
-    train_ex = [ex for ex in train_ex if fits(ex)]
-    test_ex = [ex for ex in read_jsonl(prepared / "test.jsonl") if fits(ex)][: int(ecfg["n_test"])]
-
-    def ids(ws: list[str]) -> list[int]:
-        return tok.convert_tokens_to_ids(ws)
+    tok = build_tokenizer(read_json(prepared / "vocab.json"))
+    train_ex, test_ex = read_jsonl(prepared / "train.jsonl"), read_jsonl(prepared / "test.jsonl")
+    test_ex = test_ex[: int(job.cfg["eval"]["n_test"])]
 
     def unit(key: str) -> dict:
-        seed = int(key[1:])
-        seqs, starts = [], []
-        for ex in train_ex:
-            prompt, tgt = tokens.target(ex, job.method)
-            seqs.append(ids(prompt + tgt) + [tok.eos_token_id])
-            starts.append(len(prompt))
-        model = build_model(job.cfg["model"], tok, seed=seed, device=device).to(device)
-        losses = train_lm(model, seqs, starts, tok.pad_token_id, int(tcfg["steps"]), int(tcfg["batch_size"]),
-                          float(tcfg["lr"]), seed, weight_decay=float(tcfg["weight_decay"]),
-                          warmup=int(tcfg["warmup"]), log=job.log)
-        result = {"final_loss": float(np.mean(losses[-max(1, len(losses) // 10):])), "n_train": len(train_ex),
-                  "tokens_per_example": float(np.mean([len(s) for s in seqs])), "k": {}}
-        for k in ks_of(job.cfg, job.method):
-            k_eff = min(k, min(len(ex["steps"]) for ex in test_ex)) if job.method != "answer_only" else 0
-            prompts = [ids(tokens.target(ex, job.method, k_eff)[0]) for ex in test_ex]
-            with torch.no_grad():
-                gen = generate(model, prompts, tok.pad_token_id, tok.eos_token_id, int(ecfg["max_new_tokens"]),
-                               batch_size=int(ecfg["batch_size"]))
-            correct, steps_ok = [], []
-            for ex, out in zip(test_ex, gen.tokens):
-                words = [w for w in tok.convert_ids_to_tokens(out) if w != tok.eos_token]
-                parsed = tokens.parse(words)
-                correct.append(parsed["answer"] == " ".join(ex["answer"][2:]))
-                gold = [s["image"][1:-1] for s in ex["steps"][k_eff:]]
-                if job.method == "interleaved" and gold:
-                    steps_ok.append(np.mean([i < len(parsed["images"]) and parsed["images"][i] == g
-                                             for i, g in enumerate(gold)]))
-            result["k"][str(k)] = {"accuracy": float(np.mean(correct)),
-                                   "image_step_acc": float(np.mean(steps_ok)) if steps_ok else None,
-                                   "n_test": len(test_ex)}
-        job.log(f"{job.method} {key}: loss {result['final_loss']:.3f} "
-                + " ".join(f"k{k} acc {v['accuracy']:.3f}" for k, v in result["k"].items()))
-        return result
+        return fit_and_eval(job.cfg, job.method, int(key[1:]), train_ex, test_ex, tok, device, job.log)
 
     done = job.units([f"s{s}" for s in job.seeds], unit)
     return {"units": len(done)}
 
 
 def evaluate(job) -> dict:
+    base = read_json(job.prepared_dir(DATASET) / "baselines.json")
+    if job.method in BASELINES:   # training-free: the same answers for every seed
+        return {"records": [{"seed": int(seed), "k": 0, "accuracy": base[job.method], "n_test": base["n_test"]}
+                            for seed in job.seeds]}
+    floor = max(float(job.cfg["gate"]["min_accuracy"]), base["lookup"])
     records = []
     for seed in job.seeds:
         result = read_json(job.out_dir / "units" / f"s{seed}.json")["result"]
-        base = result["k"]["0"]["accuracy"]
+        k0 = result["k"]["0"]["accuracy"]
+        gold = result["gold_chain_acc"]
         for k, r in result["k"].items():
             records.append({"seed": int(seed), "k": int(k), "accuracy": r["accuracy"],
-                            "image_step_acc": r["image_step_acc"], "gain_over_k0": r["accuracy"] - base,
+                            "image_step_acc": r["image_step_acc"], "gain_over_k0": r["accuracy"] - k0,
+                            "gold_chain_acc": gold, "gate_margin": None if gold is None else gold - floor,
                             "tokens_per_example": result["tokens_per_example"], "final_loss": result["final_loss"],
-                            "n_test": r["n_test"]})
+                            "n_test": r["n_test"], "n_dropped": result["n_dropped"]})
     return {"records": records}
 
 
@@ -174,16 +161,17 @@ def figures(cfg: dict, records, out_dir) -> list[Path]:
     from iclr26.core.figures import pyplot, save
 
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(4.5, 3.2))
-    inter = records[records["method"] == "interleaved"]
-    means = inter.groupby("k")["accuracy"].agg(["mean", "std"])
-    ax.errorbar(means.index, means["mean"], yerr=means["std"].fillna(0), marker="o", label="interleaved (scaffolded)")
-    for method, style in (("text_trace", "--"), ("answer_only", ":")):
+    fig, ax = plt.subplots(figsize=(4.8, 3.3))
+    for method, marker in (("interleaved", "o"), ("text_cot", "s"), ("text_trace", "^")):
+        rows = records[records["method"] == method]
+        if len(rows):
+            means = rows.groupby("k")["accuracy"].agg(["mean", "std"])
+            ax.errorbar(means.index, means["mean"], yerr=means["std"].fillna(0), marker=marker, label=method)
+    for method, style in (("answer_only", ":"), ("lookup", "--"), ("majority", "-.")):
         rows = records[(records["method"] == method) & (records["k"] == 0)]
         if len(rows):
             ax.axhline(rows["accuracy"].mean(), ls=style, color="grey", label=method)
-    ax.set_xlabel("gold multimodal steps given (k)")
+    ax.set_xlabel("gold chain steps given (k)")
     ax.set_ylabel("answer accuracy")
     ax.legend(fontsize=7)
     return [save(fig, Path(out_dir) / "scaffolding.png")]
-

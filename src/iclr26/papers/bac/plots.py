@@ -1,0 +1,25 @@
+"""Figure of card 18: action error against the uncached policy vs FLOPs speed-up, per row and S."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from iclr26.core.figures import pyplot, save
+
+
+def make_all(cfg: dict, records, out_dir: Path) -> list[Path]:
+    df = pd.DataFrame(records)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    head = df[(df["method"] != "bac") | (df["n_bu"] == cfg["cache"]["n_bu"])]
+    for method, rows in head[head["method"] != "full"].groupby("method", sort=False):
+        agg = rows.groupby("S")[["flops_speedup", "action_l2"]].mean().reset_index()
+        ax.plot(agg["flops_speedup"], agg["action_l2"], "o-", label=method)
+        for _, r in agg.iterrows():
+            ax.annotate(f"S={int(r['S'])}", (r["flops_speedup"], r["action_l2"]), fontsize=7)
+    ax.set_xlabel("FLOPs speed-up per action chunk (matmul FLOPs)")
+    ax.set_ylabel("action L2 vs uncached (same noise), mean over seeds")
+    ax.set_title("BAC: accuracy vs compute", fontsize=10)
+    ax.legend(fontsize=8)
+    return [save(fig, out_dir / "bac_tradeoff.png")]

@@ -1,0 +1,128 @@
+"""The detectors (card 2.3): a scikit-learn random forest on graph-level vectors and a GCN
+(torch-geometric GCNConv) on node features with a mean + sum readout, for one binary task.
+
+A seed is one 70/15/15 split by focal paper (both graphs of a focal paper on the same side) and one
+classifier initialisation. The RF is fit on the training graphs; the GCN trains full-batch with Adam
+and reports the test accuracy at the epoch of best validation accuracy.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+FEATURES = ("struct", "embed", "random_vec")
+
+
+def split(pairs: np.ndarray, seed: int, fractions=(0.7, 0.15)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Graph indices of train / validation / test, split by focal paper."""
+    focal = np.unique(pairs)
+    rng = np.random.default_rng(seed)
+    rng.shuffle(focal)
+    a, b = int(round(fractions[0] * len(focal))), int(round((fractions[0] + fractions[1]) * len(focal)))
+    side = np.empty(pairs.max() + 1, int)
+    side[focal[:a]], side[focal[a:b]], side[focal[b:]] = 0, 1, 2
+    where = side[pairs]
+    return np.flatnonzero(where == 0), np.flatnonzero(where == 1), np.flatnonzero(where == 2)
+
+
+def node_matrix(task: dict, kind: str, emb: np.ndarray, emb_row: dict, seed: int) -> np.ndarray:
+    """Node features of a task: structural (5), the node's text embedding, or random vectors of the
+    embedding's size (the negative control: fresh draws per node, no content)."""
+    if kind == "struct":
+        return task["struct"].astype(np.float32)
+    if kind == "embed":
+        return emb[[emb_row[int(i)] for i in task["node_ids"]]]
+    if kind == "random_vec":
+        return np.random.default_rng([seed, 7]).normal(size=(len(task["node_ids"]), emb.shape[1])).astype(np.float32)
+    raise ValueError(kind)
+
+
+def graph_vectors(task: dict, kind: str, x: np.ndarray) -> np.ndarray:
+    """RF inputs: structural aggregates, or the sum of node vectors per graph."""
+    if kind == "struct":
+        return task["agg"]
+    return np.add.reduceat(x, task["offsets"][:-1], axis=0)
+
+
+def accuracy_f1(y: np.ndarray, pred: np.ndarray) -> dict:
+    from sklearn.metrics import accuracy_score, f1_score
+
+    return {"accuracy": float(accuracy_score(y, pred)), "f1": float(f1_score(y, pred, zero_division=0))}
+
+
+def random_forest(x: np.ndarray, y: np.ndarray, parts, cfg: dict, seed: int) -> dict:
+    from sklearn.ensemble import RandomForestClassifier
+
+    train, _, test = parts
+    rf = RandomForestClassifier(n_estimators=cfg["trees"], random_state=seed, n_jobs=1)
+    rf.fit(x[train], y[train])
+    return accuracy_f1(y[test], rf.predict(x[test]))
+
+
+def _batch(task: dict, x: np.ndarray):
+    """Every graph of the task as one disjoint union, torch-geometric's batch layout (x, edge_index,
+    batch), built from the flat arrays directly. Message passing stays within a graph, so the test
+    graphs never inform training: only the training graphs enter the loss."""
+    import warnings
+    from types import SimpleNamespace
+
+    import torch
+    from torch_geometric.utils import to_torch_csr_tensor
+
+    graph_of_edge = np.repeat(np.arange(len(task["labels"])), np.diff(task["edge_offsets"]))
+    edges = torch.as_tensor(task["edges"] + task["offsets"][:-1][graph_of_edge])  # local -> global positions
+    n = len(x)
+    with warnings.catch_warnings():  # torch: "sparse CSR support is in beta"
+        warnings.simplefilter("ignore", UserWarning)
+        adj_t = to_torch_csr_tensor(edges.flip(0), size=(n, n))  # GCNConv's sparse input: a sparse matmul
+    return SimpleNamespace(x=torch.as_tensor(x), edge_index=adj_t, batch=torch.as_tensor(_node_graph(task)))
+
+
+def gcn(task: dict, x: np.ndarray, parts, cfg: dict, seed: int) -> dict:
+    import torch
+    from torch import nn
+    from torch_geometric.nn import GCNConv, global_add_pool, global_mean_pool
+
+    torch.manual_seed(seed)
+    train, val, test = parts
+    # cached=True: the normalised adjacency of the one fixed batch is computed once
+    in_train = np.isin(_node_graph(task), train)
+    mu, sd = x[in_train].mean(0), x[in_train].std(0) + 1e-6
+    x = ((x - mu) / sd).astype(np.float32)  # standardised on the training graphs' nodes
+    hidden = cfg["hidden"]
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2 = GCNConv(x.shape[1], hidden, cached=True), GCNConv(hidden, hidden, cached=True)
+            self.head = nn.Linear(2 * hidden, 2)
+            self.drop = nn.Dropout(cfg["dropout"])
+
+        def forward(self, b):
+            h = self.drop(torch.relu(self.c1(b.x, b.edge_index)))
+            h = torch.relu(self.c2(h, b.edge_index))
+            return self.head(torch.cat([global_mean_pool(h, b.batch), global_add_pool(h, b.batch)], 1))
+
+    net = Net()
+    opt = torch.optim.Adam(net.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    batch = _batch(task, x)
+    y = torch.as_tensor(task["labels"])
+    tr, va, te = (torch.as_tensor(i) for i in (train, val, test))
+    best, best_val = None, -1.0
+    for _ in range(cfg["epochs"]):
+        net.train()
+        loss = nn.functional.cross_entropy(net(batch)[tr], y[tr])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        net.eval()
+        with torch.no_grad():
+            pred = net(batch).argmax(1)
+        val_acc = float((pred[va] == y[va]).float().mean())
+        if val_acc > best_val:
+            best_val, best = val_acc, pred[te].numpy()
+    return {**accuracy_f1(task["labels"][test], best), "val_accuracy": best_val}
+
+
+def _node_graph(task: dict) -> np.ndarray:
+    """The graph index of every node."""
+    return np.repeat(np.arange(len(task["labels"])), np.diff(task["offsets"]))

@@ -1,0 +1,73 @@
+"""Local citation graphs and their features (card 2.1 step 5, 2.2).
+
+A graph per focal paper per source (ground truth, LLM, random): nodes = the focal paper and its
+listed references; edges = focal -- each listed reference (the list itself) and every citation
+link among the listed papers in SciSciNet's PaperReferences, undirected and simple (networkx).
+Two graphs compared in a task are size-matched by node removal (the larger loses random reference
+nodes until both have the same number of nodes), before either classifier sees them: sum pooling
+and edge counts would otherwise read the list length.
+
+Structure-only node features (card 2.2): degree centrality, closeness centrality, eigenvector
+centrality, clustering coefficient, and the graph's edge count on every node. The random forest
+reads their graph-level aggregates (mean, std, max, median of each, plus node and edge counts);
+with embeddings it reads the sum of the node embeddings.
+"""
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+N_STRUCT = 5
+
+
+def build(focal: int, refs: np.ndarray, adjacency: dict[int, set[int]]) -> nx.Graph:
+    """The local citation graph of one reference list (ids), focal node first."""
+    g = nx.Graph()
+    g.add_node(int(focal))
+    nodes = [int(r) for r in dict.fromkeys(int(r) for r in refs) if int(r) != int(focal)]
+    g.add_nodes_from(nodes)
+    g.add_edges_from((int(focal), r) for r in nodes)
+    members = set(nodes)
+    for r in nodes:
+        g.add_edges_from((r, c) for c in adjacency.get(r, ()) if c in members and c != r)
+    return g
+
+
+def size_match(a: nx.Graph, b: nx.Graph, focal: int, rng: np.random.Generator) -> tuple[nx.Graph, nx.Graph]:
+    """Remove random non-focal nodes from the larger graph until both have as many nodes."""
+    def trim(g, n):
+        others = [v for v in g.nodes if v != focal]
+        drop = rng.choice(len(others), size=g.number_of_nodes() - n, replace=False)
+        h = g.copy()
+        h.remove_nodes_from(others[i] for i in drop)
+        return h
+
+    n = min(a.number_of_nodes(), b.number_of_nodes())
+    return (trim(a, n) if a.number_of_nodes() > n else a), (trim(b, n) if b.number_of_nodes() > n else b)
+
+
+def node_features(g: nx.Graph) -> np.ndarray:
+    """(n_nodes, 5) structure-only features, in g's node order."""
+    nodes = list(g.nodes)
+    deg = nx.degree_centrality(g) if len(nodes) > 1 else {nodes[0]: 0.0}
+    clo = nx.closeness_centrality(g)
+    try:
+        eig = nx.eigenvector_centrality_numpy(g) if len(nodes) > 2 else {v: 1 / np.sqrt(len(nodes)) for v in nodes}
+    except (nx.NetworkXException, ValueError, TypeError):  # disconnected pieces / tiny graphs: power iteration
+        eig = nx.eigenvector_centrality(g, max_iter=1000, tol=1e-6)
+    clu = nx.clustering(g)
+    m = g.number_of_edges()
+    return np.array([[deg[v], clo[v], abs(eig[v]), clu[v], m] for v in nodes], dtype=np.float32)
+
+
+def aggregate(feats: np.ndarray, n_edges: int) -> np.ndarray:
+    """Graph-level structural vector for the random forest."""
+    parts = [feats.mean(0), feats.std(0), feats.max(0), np.median(feats, 0)]
+    return np.concatenate([*parts, [len(feats), n_edges]]).astype(np.float32)
+
+
+def edge_index(g: nx.Graph) -> np.ndarray:
+    """(2, 2E) directed edge list over g's node positions (both directions), for torch-geometric."""
+    pos = {v: i for i, v in enumerate(g.nodes)}
+    e = np.array([(pos[u], pos[v]) for u, v in g.edges], dtype=np.int64).reshape(-1, 2)
+    return np.concatenate([e, e[:, ::-1]]).T.copy()

@@ -1,0 +1,156 @@
+"""Card 18, BAC: the caching schedules, the DP-T re-implementation, the task, and the offline
+full-scale path (a pusht.zip in the real zarr layout served over loopback, sha256-checked)."""
+from __future__ import annotations
+
+import itertools
+import zipfile
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from iclr26.papers.bac import cache, env  # noqa: E402
+from iclr26.papers.bac import model as M  # noqa: E402
+
+
+def brute_force(sim, budget):
+    steps, best, arg = sim.shape[0], -np.inf, None
+    for rest in itertools.combinations(range(1, steps), budget - 1):
+        c = [0, *rest, steps]
+        total = sum(sim[c[m], k] for m in range(budget) for k in range(c[m] + 1, c[m + 1]))
+        if total > best:
+            best, arg = total, [0, *rest]
+    return np.array(arg)
+
+
+def test_acs_dp_is_the_exact_optimum():
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        x = rng.normal(size=(9, 4))
+        sim = (x @ x.T) / np.outer(np.linalg.norm(x, axis=1), np.linalg.norm(x, axis=1))
+        for budget in (1, 2, 3, 4):
+            got = cache.acs(sim, budget)
+            assert got[0] == 0 and len(got) == budget
+            np.testing.assert_array_equal(got, brute_force(sim, budget))
+
+
+def test_acs_follows_the_similarity_drops():
+    # blocks of steps that are similar within and dissimilar across: updates land on the block starts
+    sim = np.zeros((12, 12))
+    for a, b in ((0, 5), (5, 8), (8, 12)):
+        sim[a:b, a:b] = 1.0
+    np.testing.assert_array_equal(cache.acs(sim, 3), [0, 5, 8])
+    np.testing.assert_array_equal(cache.acs(sim, 3, phi="adjacent"), [0, 5, 8])
+
+
+def test_uniform_and_bubbling_union():
+    np.testing.assert_array_equal(cache.uniform(100, 10), np.arange(0, 100, 10))
+    assert len(cache.uniform(100, 5)) == 5
+    sched = {(0, "sa"): np.array([0, 50]), (0, "ffn"): np.array([0, 30]), (1, "sa"): np.array([0, 10]),
+             (1, "ffn"): np.array([0, 70])}
+    errors = {(0, "sa"): 1.0, (0, "ffn"): 0.1, (1, "sa"): 0.9, (1, "ffn"): 0.0}
+    out = cache.bubbling_union(sched, errors, 2)
+    np.testing.assert_array_equal(out[(0, "sa")], [0, 30, 50, 70])    # every FFN at its layer or deeper
+    np.testing.assert_array_equal(out[(1, "sa")], [0, 10, 70])         # only the deeper FFN
+    np.testing.assert_array_equal(out[(0, "ffn")], [0, 30])            # not selected
+    assert cache.bubbling_union(sched, errors, 0) == sched
+
+
+def test_reuse_error():
+    f = torch.tensor([[0.0], [1.0], [3.0], [3.0]])[:, None, :]   # (K, B, D)
+    assert cache.reuse_error(f, np.array([0, 1, 2, 3])) == 0.0
+    assert cache.reuse_error(f, np.array([0, 2])) == pytest.approx((1.0 + 0.0) / 2)
+
+
+def small_model(layers=2):
+    torch.manual_seed(0)
+    return M.TransformerForDiffusion(2, 2, horizon=8, n_obs_steps=2, cond_dim=20, n_layer=layers, n_head=2,
+                                     n_emb=16).eval()
+
+
+def test_decoder_layer_matches_torch_transformer_decoder_layer():
+    net = small_model(1)
+    ref = torch.nn.TransformerDecoderLayer(16, 2, 64, dropout=0.0, activation="gelu", batch_first=True,
+                                           norm_first=True).eval()
+    ref.load_state_dict(net.layers[0].state_dict())   # the official checkpoint's names load unchanged
+    x, memory = torch.randn(3, 8, 16), torch.randn(3, 3, 16)
+    ours = x.clone()
+    for kind in M.KINDS:
+        ours = ours + net.layers[0].branch(kind, ours, memory, net.mask, net.memory_mask)
+    want = ref(x, memory, tgt_mask=net.mask, memory_mask=net.memory_mask)
+    torch.testing.assert_close(ours, want, atol=1e-5, rtol=1e-5)
+
+
+def test_cached_sampler_all_updates_equals_uncached_and_reuse_changes_it():
+    net = small_model()
+    sched = M.scheduler({"noise_scheduler": {"num_train_timesteps": 100, "beta_schedule": "squaredcos_cap_v2",
+                                             "clip_sample": True, "prediction_type": "epsilon",
+                                             "variance_type": "fixed_small"}})
+    sched.set_timesteps(20)
+    cond = torch.randn(4, 2, 20)
+    every = {b: np.ones(20, bool) for b in net.blocks}
+    a = cache.sample(net, sched, cond, (4, 8, 2), torch.Generator().manual_seed(1))
+    b = cache.sample(net, sched, cond, (4, 8, 2), torch.Generator().manual_seed(1), update=every)
+    torch.testing.assert_close(a, b)
+    few = {blk: cache.mask_of(cache.uniform(20, 4), 20) for blk in net.blocks}
+    c = cache.sample(net, sched, cond, (4, 8, 2), torch.Generator().manual_seed(1), update=few)
+    assert not torch.allclose(a, c)
+    per_block, rest = cache.block_flops(net, 20, 8, 2, 2)
+    assert all(v > 0 for v in per_block.values()) and rest > 0
+    full = cache.chunk_flops({blk: np.arange(20) for blk in net.blocks}, per_block, rest, 20)
+    cached = cache.chunk_flops({blk: cache.uniform(20, 4) for blk in net.blocks}, per_block, rest, 20)
+    assert full / cached > 2
+
+
+SPEC = dict(block_centre=[256, 200], block_jitter=30, max_angle=0.35, start_x=[-50, 50], start_y=[-90, -50],
+            max_speed=20, goal_radius=15, max_steps=64, expert_step=12, expert_noise=1.0)
+
+
+def test_demonstrations_are_two_mode_in_the_pusht_schema(tmp_path):
+    arrays = env.expert_episodes(SPEC, 20, 0)
+    modes = arrays.pop("meta/mode")
+    assert 0 < (modes > 0).sum() < 20                                    # both modes present
+    env.write_zarr(tmp_path / "d.zarr", arrays)
+    data = env.load_zarr(tmp_path / "d.zarr")
+    n = len(arrays["data/action"])
+    assert data["obs"].shape == (n, 20) and data["action"].shape == (n, 2) and data["episode_ends"][-1] == n
+    # averaging the two modes drives into the T: the midpoint of the two first waypoints collides
+    e = env.ReachAroundT(SPEC)
+    e.reset(np.random.default_rng(0), 1)
+    mid = env.to_world(np.array([[[0.0, 15.0]]]), e.pose)[:, 0]
+    assert env.collides(mid, e.pose).all()
+    w = env.windows(data["episode_ends"], 16, 2, 8)
+    assert w.shape[1] == 16 and w.min() == 0 and w.max() == n - 1
+
+
+def test_full_scale_path_offline(workdir, static_server):
+    """scale=full with a pusht.zip in the official layout on a loopback server (sha256 checked):
+    DP-T trains in prepare, the schedules calibrate, every row's records come out."""
+    import pandas as pd
+
+    from iclr26.core.io import sha256_file
+    from iclr26.core.job import load_records, run_paper
+
+    root, base = static_server
+    arrays = env.expert_episodes(SPEC, 8, 1)
+    arrays.pop("meta/mode")
+    store = workdir / "build" / "pusht" / "pusht_cchi_v7_replay.zarr"
+    env.write_zarr(store, arrays)
+    with zipfile.ZipFile(root / "pusht.zip", "w") as zf:
+        for f in sorted(store.rglob("*")):
+            if f.is_file():
+                zf.write(f, f.relative_to(workdir / "build").as_posix())
+    overrides = ["device=cpu", "threads=1", f"data.pusht.url={base}/pusht.zip",
+                 f"data.pusht.sha256={sha256_file(root / 'pusht.zip')}", "data.pusht.heldout_fraction=0.25",
+                 "model.n_layer=1", "model.n_emb=16", "model.n_head=2", "train.steps=3", "train.batch_size=8",
+                 "train.warmup_steps=1", "cache.calib_windows=4", "cache.bu_sweep=[]", "cache.budgets=[5]",
+                 "cache.num_inference_steps=10", "eval.heldout_windows=4", "eval.error_windows=2",
+                 "eval.timing.warmup=0", "eval.timing.repeats=1", "seed_batch=3"]
+    records = pd.DataFrame(load_records(run_paper("bac", "full", overrides, seeds=[0, 1, 2],  # 3: claim tests
+                                                  methods=["full", "bac"])))
+    assert set(records["method"]) == {"full", "bac"}
+    assert records["success"].isna().all()                             # no simulator at full yet
+    bac = records[records["method"] == "bac"]
+    assert len(bac) == 3 and (bac["action_l2"] > 0).all() and (bac["flops_speedup"] > 1).all()
+    assert (bac["wall_speedup"] > 0).all()
