@@ -1,0 +1,195 @@
+"""The Lean corpora: tiny writers in the real layouts, the readers (one parser for both scales),
+and the full-scale acquisition.
+
+Layouts (tiny writes them, full downloads them, `read_problems` reads both):
+    seeds            lean_workbook.json    Lean-Workbook rows {id, natural_language_statement,
+                                           formal_statement, proof, status}: the seed corpus
+    minif2f          MiniF2F/Test/<name>.lean (one theorem per file, `:= by sorry`) and
+                     MiniF2F/Test.lean (the imports), as yangky11/miniF2F-lean4
+    formalmath_lite  FormalMATH_lite.json  rows {theorem_names, <statement field>} (SphereLab)
+    ineq_comp        Ineq-Simp/<subset>/<name>.lean, subsets seed, type1, type2 (our layout: the
+                     Ineq-Comp repository was not found, deviations)
+Tiny statements are drawn by the seed generator (evol.py); a statement is a test statement iff the
+hash of its goal falls in the test partition, so train and test are disjoint by construction.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from iclr26.core.errors import DataError
+from iclr26.core.io import read_json, write_json
+
+from . import evol
+from . import minilean as ml
+
+INEQ = ("amgm", "cauchy", "misc")
+
+
+def is_test(st: ml.Statement, fraction: float) -> bool:
+    key = st.header_text().split(":", 1)[1]
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < fraction
+
+
+def draw(n: int, seed: int, families, test: bool, fraction: float) -> list[tuple]:
+    """n seed-generator problems of one partition (train or test)."""
+    out, size = [], n * 2
+    while len(out) < n:
+        pool = evol.seed_pool(size, seed, list(families))
+        out = [x for x in pool if is_test(x[0], fraction) == test]
+        size *= 2
+    return out[:n]
+
+
+def _write_lean(path: Path, st: ml.Statement) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(st.lean())
+
+
+def write_tiny(dataset: str, spec: dict, out_dir: Path) -> dict:
+    """The dataset's files at tiny scale (seeded generator, kernel-verified proofs)."""
+    frac, seed = spec["test_fraction"], spec["data_seed"]
+    if dataset == "seeds":
+        rows = draw(spec["n_seeds"] + spec["n_reserve"], seed, spec["families"], False, frac)
+        out = [{"id": f"lean_workbook_{i}", "natural_language_statement": f"({fam} family) prove the statement",
+                "formal_statement": replace(st, name=f"lean_workbook_{i}").lean(), "proof": [proof],
+                "status": "proved"} for i, (st, proof, fam) in enumerate(rows)]
+        write_json(out_dir / spec["file"], out)
+        return {"rows": len(out)}
+    if dataset == "minif2f":
+        rows = draw(spec["n_problems"], seed, spec["families"], True, frac)
+        names = []
+        for i, (st, _, fam) in enumerate(rows):
+            name = f"mini_{fam}_{i}"
+            _write_lean(out_dir / "MiniF2F" / "Test" / f"{name}.lean", replace(st, name=name))
+            names.append(name)
+        (out_dir / "MiniF2F" / "Test.lean").write_text("".join(f"import MiniF2F.Test.{n}\n" for n in names))
+        return {"problems": len(names)}
+    if dataset == "formalmath_lite":
+        rows = draw(spec["n_seed_problems"], seed, spec["families"], True, frac)
+        rng = np.random.default_rng(seed)
+        out = []
+        for i, (st, proof, _) in enumerate(rows):   # held-out seeds in other domains and difficulties
+            dom = spec["domains"][i % len(spec["domains"])]
+            for kind, item in (("domain", evol.domain_variant(st, proof, dom)),
+                               ("difficulty", evol.difficulty_variant(st, proof, int(rng.choice([1, -1])), rng))):
+                got = item and evol.verified(item[0], item[1], f"formalmath_{kind}_{i}")
+                if got:
+                    out.append({"theorem_names": got[0].name, spec["statement_field"]: got[0].lean()})
+        write_json(out_dir / spec["file"], out)
+        return {"problems": len(out)}
+    if dataset == "ineq_comp":
+        rows = draw(spec["n_seed_problems"], seed, INEQ, True, frac)
+        counts = {}
+        for i, (st, proof, fam) in enumerate(rows):
+            for subset, item in (("seed", (st, proof)), ("type1", evol.type_one(st, proof)),
+                                 ("type2", evol.type_two(st, proof))):
+                got = item and evol.verified(item[0], item[1], f"ineq_{fam}_{i}_{subset}")
+                if got:
+                    _write_lean(out_dir / "Ineq-Simp" / subset / f"{got[0].name}.lean", got[0])
+                    counts[subset] = counts.get(subset, 0) + 1
+        return counts
+    raise ValueError(f"unknown dataset {dataset!r}")
+
+
+# ----------------------------------------------------------------------------- reading (both scales)
+def read_problems(dataset: str, spec: dict, raw: Path) -> list[dict]:
+    """[{name, subset, lean, proof?}] from the dataset's files in its real layout."""
+    rows = []
+    if dataset == "seeds":
+        for r in read_json(raw / spec["file"]):
+            proofs = r.get("proof") or []
+            proof = proofs[0] if isinstance(proofs, list) and proofs else proofs if isinstance(proofs, str) else None
+            rows.append({"name": str(r["id"]), "subset": "seed", "lean": r["formal_statement"], "proof": proof})
+    elif dataset == "minif2f":
+        for path in sorted((raw / "MiniF2F" / "Test").glob("*.lean")):
+            rows.append({"name": path.stem, "subset": "test", "lean": path.read_text()})
+    elif dataset == "formalmath_lite":
+        for r in read_json(raw / spec["file"]):
+            name = r["theorem_names"][0] if isinstance(r["theorem_names"], list) else r["theorem_names"]
+            rows.append({"name": str(name), "subset": "test", "lean": r[spec["statement_field"]]})
+    elif dataset == "ineq_comp":
+        for subset in ("seed", "type1", "type2"):
+            for path in sorted((raw / "Ineq-Simp" / subset).glob("*.lean")):
+                rows.append({"name": path.stem, "subset": subset, "lean": path.read_text()})
+    else:
+        raise ValueError(dataset)
+    return rows
+
+
+def parse_rows(rows: list[dict]) -> list[dict]:
+    """Each row with its parsed statement: the prover's prompt and whether MiniLean covers it."""
+    out = []
+    for r in rows:
+        try:
+            st = ml.parse_theorem(r["lean"])
+        except ml.Unsupported:
+            continue
+        item = {**r, "prompt": st.prompt(), "in_fragment": st.in_fragment, "statement": st.header_text()}
+        if r.get("proof") is not None and st.in_fragment:
+            proof = ml.proof_of(r["proof"]) if ":=" in r["proof"] else r["proof"]
+            item["verified"] = ml.check(st, proof)
+            item["proof"] = proof
+        out.append(item)
+    return out
+
+
+# ----------------------------------------------------------------------------- full scale
+def git_checkout(spec: dict, out_dir: Path, log=print) -> dict:
+    """Clone spec.git at spec.commit (a 40-hex pin), check that the pinned folder's git tree id is
+    spec.tree, and copy that folder's files (MiniF2F/Test/*.lean) into out_dir."""
+    work = out_dir / ".clone"
+    if work.exists():
+        shutil.rmtree(work)
+    run = lambda *a: subprocess.run(a, cwd=work, check=True, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    work.mkdir(parents=True)
+    try:
+        run("git", "init", "-q")
+        run("git", "remote", "add", "origin", spec["git"])
+        run("git", "fetch", "-q", "--depth", "1", "origin", spec["commit"])
+        run("git", "checkout", "-q", "FETCH_HEAD")
+        tree = run("git", "rev-parse", f"HEAD:{spec['folder']}")
+    except subprocess.CalledProcessError as err:
+        raise DataError(f"git {spec['git']} at {spec['commit']}: {err.stderr.strip().splitlines()[-1]}") from None
+    if spec.get("tree") and tree != spec["tree"]:
+        raise DataError(f"{spec['git']}: {spec['folder']} has tree {tree}, the config pins {spec['tree']}")
+    dest = out_dir / spec["folder"]
+    shutil.copytree(work / spec["folder"], dest, dirs_exist_ok=True)
+    for extra in spec.get("files", []):
+        (out_dir / extra).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(work / extra, out_dir / extra)
+    shutil.rmtree(work)
+    files = sorted(dest.rglob("*.lean"))
+    log(f"{spec['git']} @ {spec['commit'][:12]}: {len(files)} files under {spec['folder']}")
+    return {"commit": spec["commit"], "tree": tree, "files": len(files)}
+
+
+def hub_file(spec: dict, out_dir: Path) -> dict:
+    """A hub dataset file at a pinned commit (spec: hub_id, file, revision, sha256 optional)."""
+    from huggingface_hub import hf_hub_download
+
+    from iclr26.core.acquire import check_content
+
+    try:
+        path = Path(hf_hub_download(spec["hub_id"], spec["file"], repo_type="dataset", revision=spec["revision"],
+                                    endpoint=spec.get("endpoint")))
+    except Exception as err:  # the hub client raises many types: one line naming the file
+        raise DataError(f"cannot download {spec['hub_id']}/{spec['file']} at {spec['revision']}: "
+                        f"{str(err).strip().splitlines()[0]}") from None
+    dest = out_dir / spec["file"]
+    shutil.copy2(path, dest)
+    digest = check_content(dest, spec["hub_id"], spec.get("sha256"))
+    return {"hub_id": spec["hub_id"], "revision": spec["revision"], "sha256": digest}
+
+
+def acquire_full(dataset: str, spec: dict, out_dir: Path, log=print) -> dict:
+    if spec["source"] == "git":
+        return git_checkout(spec, out_dir, log)
+    if spec["source"] == "hub":
+        return hub_file(spec, out_dir)
+    raise ValueError(f"data.{dataset}.source must be synthetic, git or hub, got {spec['source']!r}")

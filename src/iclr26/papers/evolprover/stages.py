@@ -1,0 +1,258 @@
+"""Stages of card 13, EvolProver (arXiv 2510.00732): evolving formal problems by symmetry and
+difficulty, then fine-tuning a whole-proof prover on the evolved data.
+
+    acquire   tiny: the seed generator's problems written in the real layouts (data.write_tiny);
+              full: MiniF2F (git, pinned commit and tree), FormalMATH-Lite and Lean-Workbook (hub
+              files at pinned commits); the prover's hub snapshot
+    prepare   every Lean statement parsed (minilean.parse_theorem, the same parser at both scales);
+              seeds: the evolutions (evol.evolve: EvolDomain, EvolDifficulty, then EvolAST on the
+              seeds and the verified outputs), each kept only if its proof checks
+    train     one prover per (arm, seed) on the arm's training set, the same optimizer steps for
+              every arm (compute-matched)
+    evaluate  n sampled proofs per test problem, each checked (tiny: the MiniLean kernel; full: the
+              Lean REPL, lean_repl.py), pass@k by the unbiased estimator, per benchmark
+
+Arms (the table's rows): seed_only; seed + EvolAST; seed + EvolDomain; seed + EvolDifficulty;
+evol_all (the pipeline); data_matched (as many training problems as evol_all, all drawn from the
+seed corpus: more data without evolution).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from iclr26.core.io import read_jsonl, write_json, write_jsonl
+
+from . import data, prover
+from . import minilean as ml
+
+TESTS = ("minif2f", "formalmath_lite", "ineq_comp")
+
+
+def acquire(job) -> dict:
+    spec = job.cfg["data"][job.dataset]
+    if spec["source"] == "synthetic":
+        return {"source": "synthetic", **data.write_tiny(job.dataset, spec, job.out_dir)}
+    info = data.acquire_full(job.dataset, spec, job.out_dir, job.log)
+    if job.dataset == "seeds" and not Path(job.cfg["model"]["source"]).exists():
+        from iclr26.core.acquire import snapshot_model
+
+        info["model"] = snapshot_model(job.cfg["model"])   # offline on the GPU nodes
+    return info
+
+
+def prepare(job) -> dict:
+    spec = job.cfg["data"][job.dataset]
+    rows = data.parse_rows(data.read_problems(job.dataset, spec, job.raw_dir()))
+    for r in rows:
+        r["lean_prompt"] = _lean_prompt(r["lean"])
+    info = {"problems": len(rows), "in_fragment": sum(r["in_fragment"] for r in rows)}
+    if job.dataset != "seeds":
+        write_jsonl(job.out_dir / "problems.jsonl", rows)
+        info["subsets"] = {s: sum(r["subset"] == s for r in rows) for s in sorted({r["subset"] for r in rows})}
+        return info
+    if spec["source"] == "synthetic":
+        usable = [r for r in rows if r.get("verified")]
+    else:   # full: Lean-Workbook's proved rows (checked by Lean upstream); MiniLean only parses them
+        usable = [r for r in rows if r.get("proof")]
+    n_seeds = job.cfg["evolve"]["n_seeds"]
+    seeds, reserve = usable[:n_seeds], usable[n_seeds:]
+    write_jsonl(job.out_dir / "seed.jsonl", seeds)
+    write_jsonl(job.out_dir / "reserve.jsonl", reserve)
+    info.update(seeds=len(seeds), reserve=len(reserve), verified=len(usable))
+    if job.cfg["evolve"].get("llm_evolutions", True) is False:
+        job.log("EvolDomain / EvolDifficulty need an LLM at this scale (not implemented): EvolAST only")
+    # the rule-based evolutions need statements inside the MiniLean fragment (all of them at tiny)
+    pairs = [(ml.parse_theorem(r["lean"]), r["proof"]) for r in seeds if r.get("verified")]
+    from . import evol
+
+    evolved = evol.evolve(pairs, job.cfg["evolve"], job.cfg["evolve"]["seed"])
+    for kind, items in evolved.items():
+        out = [{"name": st.name, "subset": kind, "lean": st.lean(proof), "prompt": st.prompt(),
+                "lean_prompt": _lean_prompt(st.lean()), "proof": proof, "in_fragment": True, "verified": True}
+               for st, proof in items]
+        write_jsonl(job.out_dir / f"{kind}.jsonl", out)
+        info[kind] = len(out)
+    return info
+
+
+def _lean_prompt(lean: str) -> str:
+    """The Lean source up to and including `:= by` (what the full-scale prover continues)."""
+    cut = lean.find(":= by")
+    return (lean[:cut] if cut >= 0 else lean).rstrip() + " := by\n  "
+
+
+# ----------------------------------------------------------------------------- training sets
+def training_set(cfg: dict, prepared_dir: Path, method: str) -> list[dict]:
+    parts = {kind: read_jsonl(prepared_dir / f"{kind}.jsonl") if (prepared_dir / f"{kind}.jsonl").exists() else []
+             for kind in ("seed", "ast", "domain", "difficulty", "ast_of_evolved", "reserve")}
+    arms = cfg["train"]["arms"]
+    if method == "data_matched":   # as many problems as the full pipeline's set, all from the seed corpus
+        n = sum(len(parts[k]) for k in arms["evol_all"])
+        reserve = parts["reserve"]
+        if len(parts["seed"]) + len(reserve) < n:
+            raise ValueError(f"data_matched needs {n} seed-corpus problems, the corpus has "
+                             f"{len(parts['seed']) + len(reserve)} (raise data.seeds.n_reserve)")
+        return parts["seed"] + reserve[: n - len(parts["seed"])]
+    return [item for kind in arms[method] for item in parts[kind]]
+
+
+def vocabulary(job) -> list[str]:
+    """The tiny tokenizer's words: every token of every prepared statement and proof (an inventory
+    of Lean tokens; no label is read from a test file)."""
+    words = set()
+    for ds in job.paper.datasets:
+        for path in sorted(job.prepared_dir(ds).glob("*.jsonl")):
+            for r in read_jsonl(path):
+                words.update(r["prompt"].split())
+                if r.get("proof"):
+                    words.update(prover.words(r["proof"]).split())
+    return sorted(words)
+
+
+def _texts(cfg, item) -> tuple[str, str]:
+    if cfg["model"].get("source"):
+        return item["lean_prompt"], item["proof"]
+    return item["prompt"], prover.words(item["proof"])
+
+
+def train(job) -> dict:
+    import torch
+
+    from iclr26.core.lm.model import build_model, quiet_transformers, train_lm
+    from iclr26.core.lm.tokenizer import build_tokenizer, load_tokenizer
+    from iclr26.core.runtime import pick_device
+
+    quiet_transformers()
+    cfg = job.cfg
+    device = pick_device(cfg.get("device"))
+    items = training_set(cfg, job.prepared_dir("seeds"), job.method)
+    full = bool(cfg["model"].get("source"))
+    if full:
+        from iclr26.core.acquire import model_path
+
+        tokenizer = load_tokenizer(model_path(cfg["model"]))
+    else:
+        tokenizer = build_tokenizer(vocabulary(job))
+
+    def work(key):
+        seed = int(key[1:])
+        seqs, starts = prover.examples(tokenizer, [_texts(cfg, it) for it in items])
+        folder = job.out_dir / f"prover_s{seed}"
+        if full:
+            from iclr26.core.lm.train import save_trained, train_recipe
+
+            model = build_model(cfg["model"], tokenizer, device=device)
+            model, losses = train_recipe(model, seqs, starts, tokenizer.pad_token_id, cfg["train"], seed, log=job.log)
+            save_trained(model, folder)
+        else:
+            model = build_model(cfg["model"], tokenizer, seed=seed).to(device)
+            losses = train_lm(model, seqs, starts, tokenizer.pad_token_id, cfg["train"]["steps"],
+                              cfg["train"]["batch_size"], cfg["train"]["lr"], seed, warmup=cfg["train"]["warmup"],
+                              log=job.log)
+            model.save_pretrained(str(folder))
+        tokenizer.save_pretrained(str(folder / "tokenizer"))
+        del model
+        torch.set_grad_enabled(True)
+        tail = max(1, len(losses) // 10)
+        return {"examples": len(items), "first_loss": float(np.mean(losses[:tail])),
+                "final_loss": float(np.mean(losses[-tail:]))}
+
+    return {"units": job.units([f"s{s}" for s in job.seeds], work), "examples": len(items)}
+
+
+# ----------------------------------------------------------------------------- evaluation
+def load_prover(job, seed: int):
+    from iclr26.core.lm.model import build_model, quiet_transformers
+    from iclr26.core.lm.tokenizer import load_tokenizer
+    from iclr26.core.runtime import pick_device
+
+    quiet_transformers()
+    folder = job.out_dir / f"prover_s{seed}"
+    tokenizer = load_tokenizer(folder / "tokenizer")
+    device = pick_device(job.cfg.get("device"))
+    if (folder / "adapter_config.json").exists():   # full scale: the hub base + its LoRA adapters
+        from iclr26.core.lm.train import load_adapters
+
+        model = load_adapters(build_model(job.cfg["model"], tokenizer, device=device), folder)
+    else:
+        model = build_model({"source": str(folder)}, tokenizer, device=device)
+    return model.eval(), tokenizer
+
+
+def benchmarks(job) -> dict[str, list[dict]]:
+    """{bench: problems}: minif2f, formalmath_lite, ineq_seed, ineq_type1, ineq_type2."""
+    out = {}
+    for ds in TESTS:
+        rows = read_jsonl(job.prepared_dir(ds) / "problems.jsonl")
+        if ds == "ineq_comp":
+            for subset in ("seed", "type1", "type2"):
+                out[f"ineq_{subset}"] = [r for r in rows if r["subset"] == subset]
+        else:
+            out[ds] = rows
+    limit = job.cfg["eval"].get("max_problems")
+    return {b: rows[:limit] if limit else rows for b, rows in out.items()}
+
+
+def make_checker(cfg: dict):
+    """(key, lean statement, proof) -> bool: the MiniLean kernel (tiny) or the Lean REPL (full)."""
+    if cfg["eval"]["checker"] == "minilean":
+        cache = prover.Checker()
+        return lambda key, lean, proof: cache(key, ml.parse_theorem(lean), proof)
+    from .lean_repl import LeanRepl
+
+    repl = LeanRepl(cfg["lean"]["command"], cwd=cfg["lean"].get("project"), timeout=cfg["lean"]["timeout_s"],
+                    header=ml.HEADER)
+    return lambda key, lean, proof: repl.check_proof(lean, proof)
+
+
+def evaluate(job) -> dict:
+    cfg, ev = job.cfg, job.cfg["eval"]
+    benches = benchmarks(job)
+    check = make_checker(cfg)
+    ks = [int(k) for k in ev["k"]]
+    loaded = {}
+
+    def work(key):
+        seed, bench = int(key.split("_", 1)[0][1:]), key.split("_", 1)[1]
+        if seed not in loaded:
+            loaded.clear()
+            loaded[seed] = load_prover(job, seed)
+        model, tokenizer = loaded[seed]
+        rows = benches[bench]
+        prompts = [_texts(cfg, {**r, "proof": ""})[0] for r in rows]
+        proofs = prover.sample_proofs(model, tokenizer, prompts, ev["n_samples"], ev["max_new_tokens"],
+                                      ev["temperature"], seed * 1000 + sorted(benches).index(bench), ev["batch_size"])
+        correct = [sum(bool(check(r["name"], r["lean"], p)) for p in ps) for r, ps in zip(rows, proofs)]
+        return {"correct": correct, "n": ev["n_samples"]}
+
+    keys = [f"s{s}_{b}" for s in job.seeds for b in benches]
+    done = job.units(keys, work)
+    records = []
+    for seed in job.seeds:
+        per = {}
+        for bench in benches:
+            res = done[f"s{seed}_{bench}"]
+            per[bench] = {f"pass_at_{k}": float(np.mean([prover.pass_at_k(res["n"], c, k) for c in res["correct"]]))
+                          if res["correct"] else float("nan") for k in ks}
+            per[bench]["n_problems"] = len(res["correct"])
+        trans = [c for b in ("ineq_type1", "ineq_type2") for c in done[f"s{seed}_{b}"]["correct"]]
+        per["ineq_transformed"] = {f"pass_at_{k}": float(np.mean([prover.pass_at_k(ev["n_samples"], c, k)
+                                                                   for c in trans])) for k in ks}
+        per["ineq_transformed"]["n_problems"] = len(trans)
+        headline = ("minif2f", "formalmath_lite", "ineq_seed", "ineq_transformed")
+        per["average"] = {f"pass_at_{k}": float(np.mean([per[b][f"pass_at_{k}"] for b in headline])) for k in ks}
+        for bench, vals in per.items():
+            records.append({"seed": seed, "bench": bench, **vals})
+        top = f"pass_at_{max(ks)}"
+        records.append({"seed": seed, "bench": "ineq_comp",
+                        "robustness_gap": per["ineq_seed"][top] - per["ineq_transformed"][top]})
+    write_json(job.out_dir / "summary.json", records)
+    return {"records": records}
+
+
+def figures(cfg: dict, records, out_dir) -> list[Path]:
+    from . import plots
+
+    return plots.make_all(cfg, records, Path(out_dir))
