@@ -21,14 +21,28 @@ def test_clean_clips_score_their_onset_and_pan():
     waves = np.stack([data.render(freqs[i], o, p, 0.002, spec, 0.15, rng)
                       for i, (o, p) in enumerate(zip(onsets, pans))])
     db = log_mel(waves, spec)
-    assert np.array_equal(rewards.onset_frame(db), onsets)
-    assert np.abs(rewards.level_index(db) - pans).max() < 0.05
-    noisy = log_mel(np.stack([data.render(freqs[0], 3, 0.0, 0.05, spec, 0.15, rng)]), spec)
-    # a noise floor lowers the aesthetic score
-    assert rewards.dynamic_range(noisy, 80.0)[0] < rewards.dynamic_range(db[1:2], 80.0)[0]
     tmpl = rewards.class_templates(db, np.arange(4), 4)
+    bands = rewards.class_bands(tmpl)
+    assert np.array_equal(rewards.onset_frame(db), onsets)
+    assert np.abs(rewards.level_index(db, bands) - pans).max() < 0.06
+    assert np.abs(rewards.level_index(db) - pans).max() < 0.2                  # no class known (full scale)
+    noisy = log_mel(np.stack([data.render(freqs[1], 3, -0.2, 0.05, spec, 0.15, rng)]), spec)
+    # a noise floor lowers the aesthetic score (energy in the bands that should be silent)
+    assert rewards.off_band_range(noisy, bands[1:2], 80.0)[0] < rewards.off_band_range(db[1:2], bands[1:2], 80.0)[0]
     s = rewards.scores(db, np.arange(4), onsets, pans, tmpl, 80.0)
     assert np.allclose(s["semantic"], 1.0) and np.all(s["onset_err"] == 0)
+    # clamping: generated spikes are capped at the training maximum and sub-floor bins lifted to peak - top_db
+    spiky = db[:1].copy()
+    spiky[0, 0, 0, 0], spiky[0, 1, 5, 3] = db.max() + 40.0, db.max() - 200.0
+    clamped = rewards.clamp_db(spiky, float(db.max()), 80.0)
+    assert clamped.max() == db.max() and clamped.min() >= db.max() - 80.0 - 1e-6
+    assert np.array_equal(rewards.clamp_db(db, float(db.max()), 80.0), db)   # real clips are unchanged
+    # one loud spike on the left cannot move the level index or the onset (robust statistics)
+    spike = db[1:2].copy()
+    spike[0, 0, bands[1].argmax(), 0] = db.max()
+    spike = rewards.clamp_db(spike, float(db.max()), 80.0)
+    assert abs(rewards.level_index(spike, bands[1:2])[0] - pans[1]) < 0.1
+    assert rewards.onset_frame(spike)[0] == onsets[1]
 
 
 def test_sde_step_mean_logprob_and_ode_limit():
@@ -122,3 +136,16 @@ def test_full_scale_path_offline(workdir, static_server):
     raw = workdir / "data" / "full" / "prismaudio" / "raw" / "vggsound"
     assert len(list((raw / "clips").glob("*.wav"))) == 36 and (raw / "official" / "vae.ckpt").exists()
     assert not (raw / "shards" / "vggsound_00.tar.gz").exists()      # keep_shards: false
+
+
+def test_full_scale_labels_are_the_most_frequent_present(tmp_path):
+    from iclr26.papers.prismaudio.stages import _labels
+
+    rows = [(f"a{i}", i, "rare", "train") for i in range(2)] + [(f"b{i}", i, "zz common", "train") for i in range(4)] \
+        + [(f"c{i}", i, "absent", "train") for i in range(9)] + [(f"d{i}", i, "mid", "test") for i in range(3)]
+    write_vggsound_csv(tmp_path / "vggsound.csv", rows)
+    (tmp_path / "clips").mkdir()
+    for ytid, start, label, _ in rows:
+        if label != "absent":                       # listed in the CSV but not in the shards
+            (tmp_path / "clips" / f"{ytid}_{start:06d}.wav").write_bytes(b"")
+    assert _labels(tmp_path, {"n_classes": 2}) == ["zz common", "mid"]

@@ -16,10 +16,11 @@ PAPER = Paper(
     datasets=("vggsound",),   # VGGSound-layout synthetic clips at tiny/smoke, the hub mirror's clips at full
     metrics=("semantic", "onset_err", "pan_err", "aesthetic", "reward", "heldout_acc", "fd", "grad_steps",
              "nfe_fwd", "nfe_bwd", "max_reward_corr", "min_group_spread", "headroom_semantic",
-             "headroom_temporal", "headroom_spatial", "headroom_aesthetic"),
+             "headroom_temporal", "headroom_spatial", "headroom_aesthetic", "headroom_reward", "reward_gain",
+             "gain_frac"),
     figures=("reward_dimensions.png",),
     stage_module="iclr26.papers.prismaudio.stages",
     gpu_stages=(),            # the toy generator runs on CPU at every scale (deviations)
-    data_reads=("pretrain", "model", "grpo", "eval"),
+    data_reads=("pretrain", "model", "grpo", "eval", "arms"),
     training_free=("base",),
 )

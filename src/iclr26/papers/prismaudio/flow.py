@@ -184,7 +184,7 @@ def train_grpo(base: FlowNet, prompts: dict, reward_fn, mode: str, cfg: dict, se
     opt = torch.optim.Adam(policy.parameters(), lr=float(cfg["lr"]))
     group, n_prompts = int(cfg["group"]), int(cfg["prompts"])
     counts = {"grad_steps": 0, "nfe_fwd": 0, "nfe_bwd": 0}
-    curve, started = [], time.process_time()
+    curve, curve_nfe, started = [], [], time.process_time()
     cond_all = prompts["cond"]
     for it in range(int(cfg["iterations"])):
         idx = torch.randint(0, len(cond_all), (n_prompts,), generator=gen)
@@ -198,7 +198,9 @@ def train_grpo(base: FlowNet, prompts: dict, reward_fn, mode: str, cfg: dict, se
         counts["nfe_bwd"] += upd["nfe_bwd"]
         counts["grad_steps"] += upd["grad_steps"]
         curve.append(float(r.mean()))
+        curve_nfe.append(counts["nfe_fwd"] + counts["nfe_bwd"])   # cumulative training NFE (fwd + bwd)
         if log:
             log(f"{mode} it {it}: reward {r.mean():.4f}", every_s=10)
     counts["cpu_s"] = time.process_time() - started
+    counts["curve_nfe"] = curve_nfe
     return policy, counts, curve

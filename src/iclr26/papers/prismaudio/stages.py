@@ -79,6 +79,8 @@ def _conditions(raw: Path, rows: list[dict], db: np.ndarray, cfg: dict) -> dict[
             video, sync, text = f["video_features"], f["sync_features"], f["text_features"]
             onset, pan = int(f["onset_frame"]), float(f["pan"])
         else:
+            # TARGET LEAK (full only, printed in full.yaml's deviations): onset and pan are read
+            # from the target clip itself and fed back as conditions (no video features here)
             onset = int(rewards.onset_frame(clip_db[None])[0])
             pan = float(rewards.level_index(clip_db[None])[0])
             frames = clip_db.shape[-1]
@@ -111,9 +113,12 @@ def read_split(raw: Path, cfg: dict, split: str, labels: list[str]) -> dict[str,
 
 
 def _labels(raw: Path, cfg: dict) -> list[str]:
+    """The n_classes most frequent labels among the clips on disk (ties: alphabetical)."""
+    from collections import Counter
+
     rows = read_vggsound_csv(raw / "vggsound.csv")
-    present = sorted({r["label"] for r in rows if (raw / "clips" / f"{r['clip']}.wav").exists()})
-    return present[: int(cfg["n_classes"])]
+    counts = Counter(r["label"] for r in rows if (raw / "clips" / f"{r['clip']}.wav").exists())
+    return sorted(counts, key=lambda label: (-counts[label], label))[: int(cfg["n_classes"])]
 
 
 def prepare(job) -> dict:
@@ -151,7 +156,8 @@ def prepare(job) -> dict:
 
 
 PREARM = ("max_reward_corr", "min_group_spread", "headroom_semantic", "headroom_temporal", "headroom_spatial",
-          "headroom_aesthetic")
+          "headroom_aesthetic", "headroom_reward")
+EVAL_NOISE = 20_000   # + seed: the test noise of every arm's evaluation (and of the base reward below)
 
 
 def flow():
@@ -178,15 +184,18 @@ def new_net(cfg: dict, prepared: dict):
     return flow().FlowNet(prepared["x_train"].shape[1], prepared["c_train"].shape[1], int(m["hidden"]), int(m["depth"]))
 
 
-def to_db(prepared: dict, x: np.ndarray) -> np.ndarray:
-    return (x * float(prepared["std"]) + float(prepared["mean"])).reshape(len(x), *prepared["shape"])
+def to_db(prepared: dict, x: np.ndarray, top_db: float) -> np.ndarray:
+    """Normalised features -> dB, clamped as real clips are (rewards.clamp_db; audit 06 M2)."""
+    db = (x * float(prepared["std"]) + float(prepared["mean"])).reshape(len(x), *prepared["shape"])
+    return rewards.clamp_db(db, float(prepared["train_db"].max()), top_db)
 
 
 def score_split(prepared: dict, cfg: dict, x: np.ndarray, split: str, rows: np.ndarray | None = None) -> dict:
     rows = np.arange(len(x)) if rows is None else rows
     top_db = float(cfg["data"]["vggsound"]["mel"]["top_db"])
-    return rewards.scores(to_db(prepared, x), prepared[f"{split}_label"][rows], prepared[f"{split}_onset"][rows],
-                          prepared[f"{split}_pan"][rows], prepared["templates"], top_db)
+    return rewards.scores(to_db(prepared, x, top_db), prepared[f"{split}_label"][rows],
+                          prepared[f"{split}_onset"][rows], prepared[f"{split}_pan"][rows], prepared["templates"],
+                          top_db)
 
 
 def prearm_checks(net, prepared: dict, cfg: dict, seed: int) -> dict:
@@ -200,6 +209,10 @@ def prearm_checks(net, prepared: dict, cfg: dict, seed: int) -> dict:
     gen = torch.Generator().manual_seed(50_000 + seed)
     x = fl.sample_ode(net, prepared["c_test"], int(rcfg["n_steps"]), gen, prepared["x_test"].shape[1]).numpy()
     base, clean = score_split(prepared, cfg, x, "test"), score_split(prepared, cfg, prepared["x_test"].numpy(), "test")
+    weights = reward_weights(cfg, "fast_grpo")
+    eval_gen = torch.Generator().manual_seed(EVAL_NOISE + seed)     # the evaluation's test noise
+    x_eval = fl.sample_ode(net, prepared["c_test"], int(rcfg["n_steps"]), eval_gen, prepared["x_test"].shape[1]).numpy()
+    base_reward = float(rewards.weighted(score_split(prepared, cfg, x_eval, "test"), weights).mean())
     corr = np.corrcoef(np.stack([base[d] for d in rewards.DIMS]))
     corr = np.nan_to_num(corr, nan=1.0)
     off = np.abs(corr[~np.eye(len(rewards.DIMS), dtype=bool)])
@@ -210,7 +223,9 @@ def prearm_checks(net, prepared: dict, cfg: dict, seed: int) -> dict:
     spread = {d: float(s[d].reshape(-1, int(rcfg["group"])).std(1).mean()) for d in rewards.DIMS}
     return {"max_reward_corr": float(off.max()), "min_group_spread": min(spread.values()),
             **{f"spread_{d}": v for d, v in spread.items()},
-            **{f"headroom_{d}": float(clean[d].mean() - base[d].mean()) for d in rewards.DIMS}}
+            **{f"headroom_{d}": float(clean[d].mean() - base[d].mean()) for d in rewards.DIMS},
+            "base_reward": base_reward,
+            "headroom_reward": float(rewards.weighted(clean, weights).mean()) - base_reward}
 
 
 # ----------------------------------------------------------------------------- train
@@ -260,21 +275,27 @@ def evaluate(job) -> dict:
         net = new_net(cfg, prepared)
         path = job.out_dir / f"policy_seed{seed}.pt" if method in MODES else prep_dir / f"base_seed{seed}.pt"
         net.load_state_dict(torch.load(path))
-        gen = torch.Generator().manual_seed(20_000 + seed)   # the same test noise for every arm
+        gen = torch.Generator().manual_seed(EVAL_NOISE + seed)   # the same test noise for every arm
         x = flow().sample_ode(net, prepared["c_test"], int(cfg["grpo"]["n_steps"]), gen,
                               prepared["x_test"].shape[1]).numpy()
         s = score_split(prepared, cfg, x, "test")
         c = counts.get(f"seed_{seed}", {})
+        reward = float(rewards.weighted(s, weights).mean())
+        gain = reward - float(prearm[str(seed)]["base_reward"])
         records.append({
             "seed": int(seed), "split": "test",
             "semantic": float(s["semantic"].mean()), "onset_err": float(s["onset_err"].mean()),
             "pan_err": float(s["pan_err"].mean()), "aesthetic": float(s["aesthetic"].mean()),
-            "reward": float(rewards.weighted(s, weights).mean()),
+            "reward": reward, "reward_gain": gain,
+            "gain_frac": gain / float(prearm[str(seed)]["headroom_reward"]),
             "heldout_acc": rewards.heldout_accuracy(prepared, x, prepared["test_label"]),
             "fd": rewards.frechet_distance(prepared, x, prepared["x_test"].numpy()),
             "grad_steps": int(c.get("grad_steps", 0)), "nfe_fwd": int(c.get("nfe_fwd", 0)),
             "nfe_bwd": int(c.get("nfe_bwd", 0)),
             **{m: float(prearm[str(seed)][m]) for m in PREARM},
+            # the stored training curves (list columns: in the resume test, not in the golden CSV)
+            "curve_reward": [float(v) for v in c.get("curve", [])],
+            "curve_nfe": [int(v) for v in c.get("curve_nfe", [])],
         })
     return {"records": records}
 
