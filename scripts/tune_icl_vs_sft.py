@@ -12,7 +12,7 @@ of each setting is printed beside its accuracy (a weak SFT is the k = 0 model an
 The chosen values go into config/hydra/paper/icl_vs_sft.yaml (train.sft_lr, train.sft_steps) by
 hand, with this script's output quoted there.
 
-    .venv/bin/python scripts/tune_icl_vs_sft.py [--scale tiny] [--seed 100]
+    .venv/bin/python scripts/tune_icl_vs_sft.py [--scale tiny] [--seed 100] [--override KEY=VALUE] [--pretrain-only]
 """
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", default="tiny")
     parser.add_argument("--seed", type=int, default=100)
+    parser.add_argument("--override", action="append", default=[], help="config override KEY=VALUE (repeatable)")
+    parser.add_argument("--pretrain-only", action="store_true",
+                        help="stop after the pretraining's mechanism check (ICL by k), before the SFT grid")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -39,7 +42,7 @@ def main() -> None:
     from iclr26.papers.icl_vs_sft import model as tiny
     from iclr26.papers.icl_vs_sft.learners import Learners
 
-    cfg = compose_job_config("icl_vs_sft", args.scale)
+    cfg = compose_job_config("icl_vs_sft", args.scale, tuple(args.override))
     spec, fmt = cfg["data"]["tasks"], cfg["format"]
     if args.seed in cfg["seeds"]:
         raise SystemExit(f"seed {args.seed} is an evaluation seed; tune on a held-out one")
@@ -62,6 +65,9 @@ def main() -> None:
 
     for k in (0, *KS):   # the mechanism: ICL of the pretrained model on the held-out tasks
         print(f"ICL k = {k}: {summary(accuracy([learners.icl(t, k) for t in tasks]))}")
+    if args.pretrain_only:
+        print(f"{time.process_time() - started:.0f} CPU-s in all")
+        return
 
     scores = {}
     for lr in LRS:

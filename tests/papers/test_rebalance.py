@@ -209,6 +209,50 @@ def test_calibration_confidence_is_the_geometric_mean_of_the_max_prob(monkeypatc
     assert out["q25c"] > 0.3                       # not the sampled tokens' log-prob (0.01)
 
 
+def test_calibration_refuses_a_non_negative_low_val_1(monkeypatch):
+    """issue 10: with the official LDA threshold t = -(w.mu1 + w.mu0)/2, states whose projections on w
+    both sit below zero give low_val_1 = -max(w.mu1 - t, 0) / (w.v) = -0.0 (seed 0 of an earlier tiny
+    run): static steering at alpha = low_val_1 is then a no-op. Calibration stops with one error that
+    names the cause and the fix, instead of a vector that does nothing. Here the real calibration runs
+    on a real model; the captured states are moved along minus their class-mean difference (which
+    leaves w and v as they are and lowers both projections), so the case arises whatever the weights."""
+    from iclr26.core.errors import DataError
+    from iclr26.core.lm import traces
+    from iclr26.core.lm.formats import TagFormat
+    from iclr26.core.lm.generate import Generation
+    from iclr26.core.lm.model import build_model
+    from iclr26.core.lm.tokenizer import build_tokenizer
+    from iclr26.papers.rebalance import calibration
+
+    tok = build_tokenizer(traces.vocabulary(10))
+    fmt = TagFormat(tok)
+    model = build_model({"config": {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
+                                    "num_attention_heads": 2}}, tok, seed=0).eval()
+    rows = traces.generate({"modulus": 10, "max_operand": 2, "n_ops": [3, 3]}, 8, seed=0)
+    rows = [{**r, "trace": r["trace"] + " <sep> wait + 1 = 1"} for r in rows]   # one cue step per trace
+    tokens = [ids[n:] for ids, n in fmt.training_examples([r["problem"] for r in rows], [r["trace"] for r in rows],
+                                                           [r["trace_answer"] for r in rows])]
+    maxprob = [list(np.random.default_rng(i).uniform(0.3, 1.0, len(t))) for i, t in enumerate(tokens)]
+    gen = Generation(tokens=tokens, logprob=[[0.0] * len(t) for t in tokens], maxprob=maxprob)
+    monkeypatch.setattr(calibration, "sample", lambda *a, **k: gen)
+    cfg = {"eval": {"max_new_tokens": 40, "temperature": 0.7},
+           "method": {"layer": 1, "cue_words": ["wait"], "calibration_temperature": 0.7, "read_at": "boundary",
+                      "lda_threshold": "official", "quartiles_over": "all"}}
+    real = control.lda_magnitudes
+
+    def states_below_zero(hidden, positive, negative, v, threshold):
+        gap = hidden[positive].mean(0) - hidden[negative].mean(0)
+        return real(hidden - 1e3 * gap, positive, negative, v, threshold)
+
+    monkeypatch.setattr(calibration.control, "lda_magnitudes", states_below_zero)
+    with pytest.raises(DataError, match=r"low_val_1 = -?0 >= 0 with the official LDA threshold.*midpoint"):
+        calibration.calibrate(model, fmt, rows, cfg, seed=0)
+    # the same states under the midpoint threshold: low_val_1 = -1/2 whatever they are
+    out = calibration.calibrate(model, fmt, rows, {**cfg, "method": {**cfg["method"], "lda_threshold": "midpoint"}},
+                                seed=0)
+    assert out["low_val_1"] == pytest.approx(-0.5, rel=1e-4) and out["n_positive"] > 0 and out["n_negative"] > 0
+
+
 def test_boundary_behaviour_counts_reflections_and_broken_steps():
     """The precondition's measure: reflections and malformed steps after a boundary (a trace with no
     answer counts once more), and the share of well-formed traces."""

@@ -3,9 +3,10 @@ language models" (OpenReview cJAtzOcAnd).
 
     acquire   the evaluation tasks, from the seeded generator (synthetic at every scale, as in the
               paper): pro- and anti-prior 2-D linear tasks per seed                  -> tasks.jsonl
-    prepare   the pretrained models both learners start from: tiny/smoke pretrain one small Qwen2
-              per seed on prior-carrying tasks (a seed redraws the pretraining too: audit finding 2)
-              and save_pretrained each; full uses the hub LM (nothing to do here)
+    prepare   the pretrained models both learners start from: tiny/smoke pretrain a small Qwen2 on
+              prior-carrying tasks, one for every seed when pretrain.seed is set (as the paper starts
+              from one LM), else one per seed (audit finding 2), and save_pretrained each; full uses
+              the hub LM (nothing to do here)
     train     one unit per (seed, k): the method (icl | sft) learns each task from its k shots and
               answers its queries; per task: accuracy, confidence, label-axis variance fraction,
               layer-wise probe R^2 (analysis.py)                                       -> units/*.json
@@ -42,7 +43,7 @@ def prepare(job) -> dict:
         return {"model": job.cfg["model"]["source"], "revision": job.cfg["model"].get("revision")}
     from . import model as tiny
 
-    seeds = [int(s) for s in job.cfg["seeds"]]
+    seeds = sorted({pretrain_seed(job.cfg, int(s)) for s in job.cfg["seeds"]})
     nets, tokenizer, losses = tiny.pretrain(job.cfg["model"], job.cfg["pretrain"], job.cfg["format"],
                                             int(spec["grid"]), seeds, log=job.log)
     tiny.check_tiny_serialisation(tokenizer, job.cfg["format"], int(spec["grid"]))
@@ -55,9 +56,18 @@ def prepare(job) -> dict:
             "final_loss": {str(s): sum(c[-tail:]) / tail for s, c in zip(seeds, losses)}}
 
 
+def pretrain_seed(cfg: dict, seed: int) -> int:
+    """The seed of the tiny pretrained model a run starts from: pretrain.seed when set (one model for
+    every seed, as the paper starts from one pretrained LM; a seed then redraws the tasks, shots,
+    queries and the SFT's randomness), else the run's own seed (one model per seed)."""
+    shared = (cfg.get("pretrain") or {}).get("seed")
+    return seed if shared is None else int(shared)
+
+
 def model_source(job, seed: int) -> str:
-    """The hub LM (full: one for every seed), or the seed's own pretrained tiny model."""
-    return job.cfg["model"].get("source") or str(job.prepared_dir(DATASET) / MODEL_DIR / f"s{seed}")
+    """The hub LM (full: one for every seed), or the seed's pretrained tiny model (pretrain_seed)."""
+    return job.cfg["model"].get("source") or str(
+        job.prepared_dir(DATASET) / MODEL_DIR / f"s{pretrain_seed(job.cfg, seed)}")
 
 
 def units_of(cfg: dict, seeds: list[int]) -> dict[str, tuple[int, int]]:

@@ -5,8 +5,10 @@ acquire   tiny: chain-arithmetic problems whose teacher traces carry the paper's
           hard ones), split into train / calibration ("seen") / test; full: the benchmark and
           calibration files of the config; both as {problem, answer} rows (core.lm.stages.acquire).
 prepare   the reasoning model and its calibration, which both steering arms share. tiny: the
-          tokenizer and, per seed, a Qwen2 trained from scratch on the teacher traces (full:
-          model.source). Then, per seed, Phase A/B (calibration.py): the model writes traces on the
+          tokenizer and a Qwen2 trained from scratch on the teacher traces: one for every seed when
+          base.seed is set (the paper steers one released model; the seeds then vary calibration and
+          sampling), else one per seed (full: model.source). Then, per seed, Phase A/B
+          (calibration.py): the model writes traces on the
           calibration set; steps get confidences and layer-l states; the prototypes give the
           steering vector, its LDA magnitudes and the quartiles.
           prepare also picks the static baseline's one fixed alpha on the calibration set
@@ -25,6 +27,7 @@ functions: tabulate imports this module for `figures` and needs no torch.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from iclr26.core.io import read_json, read_jsonl, write_json
@@ -48,18 +51,27 @@ def prepare(job) -> dict:
 
     info = {}
     if not job.cfg["model"].get("source"):
-        info = train_base_models(job, teacher_examples)
+        bases = sorted({base_seed(job.cfg, seed) for seed in job.cfg["seeds"]})
+        info = train_base_models(dataclasses.replace(job, cfg={**job.cfg, "seeds": bases}), teacher_examples)
     rows = read_jsonl(job.raw_dir() / "calibration.jsonl")
     seeds = {f"calibration_s{seed}": seed for seed in job.cfg["seeds"]}
 
     def calibrate_one(key: str) -> dict:
-        model, fmt = load_model(job, seeds[key], base_dir=job.out_dir)
+        model, fmt = load_model(job, base_seed(job.cfg, seeds[key]), base_dir=job.out_dir)
         calibration = calibrate(model, fmt, rows, job.cfg, seeds[key])
         calibration["static"] = static_strength(model, fmt, rows, job.cfg, seeds[key], calibration, DATASET)
         write_json(job.out_dir / f"{key}.json", calibration)
         return {k: v for k, v in calibration.items() if k != "vector"}
 
     return {**info, **job.units(seeds, calibrate_one)}
+
+
+def base_seed(cfg: dict, seed: int) -> int:
+    """The seed of the base model a run steers (tiny): base.seed when set, one model for every seed
+    (the paper steers one released model; a seed then varies the calibration pass, the static
+    strength's probe and the test sampling), else the run's own seed (one model per seed)."""
+    shared = (cfg.get("base") or {}).get("seed")
+    return seed if shared is None else int(shared)
 
 
 def teacher_examples(fmt, rows: list[dict], seed: int) -> list:
@@ -93,7 +105,7 @@ def evaluate(job) -> dict:
     calibration_rows = read_jsonl(job.raw_dir(DATASET) / "calibration.jsonl")
     records = []
     for seed in job.seeds:
-        model, fmt = load_model(job, seed, base_dir=job.prepared_dir(DATASET))
+        model, fmt = load_model(job, base_seed(job.cfg, seed), base_dir=job.prepared_dir(DATASET))
         steering = read_json(job.out_dir / f"steering_s{seed}.json") if job.method in STEERED else None
         fired: list[float] = []
         gen = sample(model, fmt, rows, job.cfg, seed, job.method, steering, fired=fired)
