@@ -12,7 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+
+
+class _ScipyStatsOnUse:
+    """scipy.stats, imported on first use: every job imports this module (core.contract reads
+    MIN_N when it composes a config), and scipy.stats costs about a CPU-second to import."""
+
+    def __getattr__(self, name):
+        from scipy import stats
+
+        return getattr(stats, name)
+
+
+sps = _ScipyStatsOnUse()
 
 LEVEL = 0.95
 N_BOOT = 4000
