@@ -55,6 +55,21 @@ def test_uniform_and_bubbling_union():
     np.testing.assert_array_equal(out[(1, "sa")], [0, 10, 70])         # only the deeper FFN
     np.testing.assert_array_equal(out[(0, "ffn")], [0, 30])            # not selected
     assert cache.bubbling_union(sched, errors, 0) == sched
+    assert cache.bubbling_union(sched, errors, 1) == sched             # official: no BU for one block
+
+
+def test_bua_ranking_and_forced_final_step():
+    f = torch.tensor([[0.0], [1.0], [3.0]])[:, None, :]                # (K, B, D)
+    assert cache.pair_l1(f) == pytest.approx((1.0 + 3.0 + 2.0) / 3)   # mean over all pairs i < j
+    rng = np.random.default_rng(0)
+    feats = {(0, "sa"): torch.from_numpy(rng.normal(size=(12, 2, 3))), (0, "ffn"): torch.zeros(12, 2, 3)}
+    sims = {b: cache.similarity(v) for b, v in feats.items()}
+    for variant in ("unified_acs", "blockwise_acs", "bac"):
+        out = cache.schedules_for(variant, sims, feats, 3, 2, "pairwise", 12)
+        assert all(s[0] == 0 and s[-1] == 11 for s in out.values())   # the official adaptive modes
+    assert 11 not in cache.schedules_for("uniform", sims, feats, 3, 0, "pairwise", 12)[(0, "sa")]
+    shared = cache.schedules_for("unified_acs", sims, feats, 3, 0, "pairwise", 12, final=False)
+    np.testing.assert_array_equal(shared[(0, "sa")], cache.acs(sims[(0, "ffn")], 3))   # the last block's
 
 
 def test_reuse_error():

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from math import comb
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from iclr26.core.errors import DataError
 from iclr26.papers.evolprover import data, evol, lean_repl, prover
 from iclr26.papers.evolprover import minilean as ml
 
+ROOT = Path(__file__).resolve().parents[2]
 MINIF2F_FILE = """import Mathlib
 
 set_option maxHeartbeats 0
@@ -65,6 +67,66 @@ def test_kernel_accepts_exact_certificates_only():
     exp = ml.parse_theorem("theorem e (a b : ℝ) : 0 ≤ Real.exp a * Real.exp b + a ^ 2 := by sorry")
     assert ml.check(exp, "positivity")
     assert ml.check(exp, "nlinarith [mul_nonneg (Real.exp_pos a).le (Real.exp_pos b).le]")
+
+
+def test_kernel_rejects_the_audits_unsound_proofs():
+    """Audit M3: positivity of a square or of a non-negative hypothesis is not strict, and ℕ / ℤ
+    arithmetic (truncated subtraction, floor division) is outside the fragment."""
+    wrong = [("(x : ℝ) : 0 < x ^ 2", "positivity"), ("(x : ℝ) (h : 0 ≤ x) : 0 < x", "positivity"),
+             ("(a b : ℕ) : a - b + b = a", "ring"), ("(a : ℕ) : a / 2 * 2 = a", "ring"),
+             ("(a : ℤ) : 2 * (a / 2) = a", "ring"), (": 2 - 3 + 3 = 2", "ring"),
+             ("(a b : ℕ) : 2 * a * b ≤ a ^ 2 + b ^ 2", "nlinarith [sq_nonneg (a - b)]")]
+    for text, proof in wrong:
+        st = ml.parse_theorem(f"theorem t {text} := by sorry")
+        assert not ml.check(st, proof), text
+    right = [("(x : ℝ) (h : 0 < x) : 0 < x ^ 2 + x", "positivity"), ("(x : ℝ) : 0 < x ^ 2 + 1", "positivity"),
+             ("(x : ℝ) : 0 < Real.exp x", "positivity"), ("(x : ℝ) : 0 ≤ x ^ 2", "positivity"),
+             ("(f : ℕ → ℝ) (n : ℕ) : 2 * f n * f (n + 1) ≤ f n ^ 2 + f (n + 1) ^ 2",
+              "nlinarith [sq_nonneg (f n - f (n + 1))]")]
+    for text, proof in right:
+        assert ml.check(ml.parse_theorem(f"theorem t {text} := by sorry"), proof), text
+
+
+def test_no_training_set_contains_a_test_statement(tmp_path):
+    """Audit B1: the tiny datasets at reduced size, prepared as the pipeline does; no training file
+    holds a test statement, and no training proof hint has the power of a power Type II needs."""
+    import yaml
+
+    from iclr26.papers.evolprover import stages
+
+    cfg = yaml.safe_load((ROOT / "config/hydra/paper/evolprover.yaml").read_text())
+    frac = cfg["data"]["seeds"]["test_fraction"]
+    spec = {"n_seeds": 60, "n_reserve": 0, "data_seed": 0, "test_fraction": frac, "file": "lean_workbook.json",
+            "families": ["amgm", "cauchy", "misc", "identity"]}
+    data.write_tiny("seeds", spec, tmp_path)
+    seeds = [r for r in data.parse_rows(data.read_problems("seeds", spec, tmp_path)) if r.get("verified")]
+    evolved = evol.evolve([(ml.parse_theorem(r["lean"]), r["proof"]) for r in seeds], cfg["evolve"], 0, frac)
+    train = [r["prompt"] for r in seeds] + [st.prompt() for items in evolved.values() for st, _ in items]
+    tests = {}
+    for ds in ("minif2f", "formalmath_lite", "ineq_comp"):
+        tspec = {**cfg["data"][ds], "test_fraction": frac, "n_problems": 12, "n_seed_problems": 8}
+        data.write_tiny(ds, tspec, tmp_path / ds)
+        rows = data.parse_rows(data.read_problems(ds, tspec, tmp_path / ds))
+        assert rows and all(r["in_fragment"] for r in rows)
+        tests[ds] = {r["prompt"] for r in rows}
+    assert all(not evol.is_test(st, frac) for items in evolved.values() for st, _ in items)
+    both = set().union(*tests.values())
+    # the statements themselves: the seed and Ineq/MiniF2F partition is disjoint by the hash
+    assert not (set(train) & (tests["minif2f"] | tests["ineq_comp"]))
+    # FormalMATH-Lite-like items are variants of test seeds: training_set drops any coincidence
+    out = tmp_path / "prepared"
+    out.mkdir()
+    for kind, items in {"seed": [(ml.parse_theorem(r["lean"]), r["proof"]) for r in seeds], **evolved}.items():
+        (out / f"{kind}.jsonl").write_text("".join(
+            __import__("json").dumps({"prompt": st.prompt(), "proof": p}) + "\n" for st, p in items))
+    arms = {"train": {"arms": {"evol_all": ["seed", "ast", "domain", "difficulty", "ast_of_evolved"]}}}
+    kept = stages.training_set(arms, out, "evol_all", both)
+    assert kept and not {r["prompt"] for r in kept} & both
+    planted = stages.training_set(arms, out, "evol_all", {train[0]})
+    assert train[0] not in {r["prompt"] for r in planted} and len(planted) == len(train) - train.count(train[0])
+    # Type II's substitution never appears in a training hint (the held-out floor is visible)
+    assert not any("^" in p for items in evolved.values() for _, p in items)
+    assert not any("^" in r["proof"] for r in seeds)
 
 
 def test_normal_form_agrees_with_sympy():
@@ -216,3 +278,19 @@ def test_full_acquire_from_a_local_git_repository(tmp_path):
     assert amgm["in_fragment"] and ml.check(ml.parse_theorem(amgm["lean"]), "nlinarith [sq_nonneg (x - y)]")
     with pytest.raises(DataError, match="tree"):
         data.acquire_full("minif2f", {**spec, "tree": "0" * 40}, tmp_path / "raw2", log=lambda m: None)
+
+
+def test_reads_leanineqcomps_real_layout(tmp_path):
+    """LeanIneqComp's benchmark/<family>_<subset>.jsonl rows (a real row, rpow: outside MiniLean's
+    fragment, left to the Lean REPL) and a row inside the fragment."""
+    import json
+
+    real = {"name": "amgm_p1", "formal_statement": "theorem amgm_p1 (x y z: ℝ) (hx : x > 0) (hy : y > 0) (hz : z > 0) "
+            ": (x + y + z) / 3 ≥ (x * y * z) ^ (3⁻¹: ℝ ) := by\n"}
+    easy = {"name": "amgm_p2", "formal_statement": "theorem amgm_p2 (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by\n"}
+    (tmp_path / "benchmark").mkdir()
+    (tmp_path / "benchmark" / "amgm_seed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (real, easy)))
+    (tmp_path / "benchmark" / "amgm_type2.jsonl").write_text(json.dumps(easy) + "\n")
+    rows = data.parse_rows(data.read_problems("ineq_comp", {}, tmp_path))
+    assert [(r["name"], r["subset"], r["in_fragment"]) for r in rows] == [
+        ("amgm_p1", "seed", False), ("amgm_p2", "seed", True), ("amgm_p2", "type2", True)]

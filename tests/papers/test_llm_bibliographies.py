@@ -56,6 +56,49 @@ def test_triadic_closure_makes_lists_linked():
     assert density(0.6) > density(0.0)
 
 
+def test_top_level_field_from_two_field_rows_per_paper(raw):
+    """PaperFields holds a top-level and a subfield row per paper, in either order; the loader keeps
+    the top-level one (SciSciNet_Fields' Field_Type), which the generator derived from JournalID."""
+    rows = corpus.stream_rows(raw / corpus.FIELDS, ["PaperID", "FieldID"])
+    assert (rows.groupby("PaperID").size() == 2).all()
+    first = rows.drop_duplicates("PaperID")
+    assert (first.FieldID >= 1000).any() and (first.FieldID < 1000).any()  # a first-row pick would mix levels
+    tables = build.read_tables(raw)
+    journal = dict(zip(tables["papers"].PaperID, tables["papers"].JournalID))
+    assert len(tables["field"]) == SPEC["n_papers"]
+    assert all(f == 100 + (journal[p] - 1000) // 10 for p, f in tables["field"].items())
+
+
+def test_zip_reader_skips_macos_resource_forks(tmp_path):
+    import zipfile
+
+    path = tmp_path / "x.tsv.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("__MACOSX/._x.tsv", "\x00\x05junk")
+        archive.writestr("._x.tsv", "\x00\x05junk")
+        archive.writestr("x.tsv", "PaperID\tPaperTitle\n1\ta\n2\tb\n")
+    assert corpus.stream_rows(path, ["PaperID", "PaperTitle"]).PaperID.tolist() == [1, 2]
+
+
+def test_graphs_without_the_star_and_node_controls():
+    adj = {1: {2}, 2: {1}}
+    g = graphs.build(0, np.array([1, 2, 3]), adj, star=False)
+    assert g.number_of_nodes() == 4 and set(g.edges) == {(1, 2)}
+    h = graphs.without_star(graphs.build(0, np.array([1, 2, 3]), adj), 0)
+    assert set(h.nodes) == set(g.nodes) and set(h.edges) == set(g.edges)
+    feats = graphs.node_features(h)  # disconnected, with an isolated focal node
+    assert np.isfinite(feats).all() and feats[0, 0] == 0
+    assert np.isfinite(graphs.node_features(graphs.build(0, np.array([1, 3, 4]), {}, star=False))).all()
+    task = {"node_ids": np.array([7, 8, 7, 9]), "offsets": np.array([0, 2, 4])}
+    v = classify.node_matrix(task, "random_vec", np.zeros((1, 5)), None, 0)
+    assert v.shape == (4, 5) and np.allclose(v[0], v[2]) and not np.allclose(v[0], v[1])  # fixed per PaperID
+    fresh = classify.node_matrix(task, "random_vec_fresh", np.zeros((1, 5)), None, 0)
+    assert not np.allclose(fresh[0], fresh[2])
+    meta = np.array([[1.0, 2000], [3.0, 2010], [5.0, 2020]], np.float32)
+    x = classify.node_matrix(task, "meta", None, {7: 0, 8: 1, 9: 2}, 0, meta)
+    assert np.allclose(classify.graph_vectors(task, "meta", x), [[2, 2005, 2, 2005], [3, 2010, 3, 2010]])
+
+
 def test_graph_size_matching_and_features():
     adj = {1: {2}, 2: {1, 3}, 3: {2}}
     g = graphs.build(0, np.array([1, 2, 3, 4, 5]), adj)
@@ -148,7 +191,7 @@ def test_full_scale_path_offline(workdir, static_server, raw):
     from iclr26.core.job import load_records, run_paper
 
     root, base = static_server
-    ids = {"SciSciNet_Papers.tsv": 36139287, "SciSciNet_PaperFields.tsv": 36139311,
+    ids = {"SciSciNet_Papers.tsv": 36139287, "SciSciNet_PaperFields.tsv": 36139311, "SciSciNet_Fields.tsv": 36222114,
            "SciSciNet_PaperDetails.tsv.zip": 36139233, "SciSciNet_PaperReferences.tsv.zip": 36139221}
     for name, file_id in ids.items():
         shutil.copy(raw / name, root / str(file_id))
@@ -163,11 +206,12 @@ def test_full_scale_path_offline(workdir, static_server, raw):
                  f"embed.source={model}", "embed.revision=null", "device=cpu", "embed.batch_size=64",
                  "embed.max_length=32",
                  "rf.trees=20", "gcn.epochs=5", "gcn.hidden=8"]
-    evals = run_paper("llm_bibliographies", "full", overrides, seeds=[0, 1, 2], methods=["rf_struct", "gcn_embed",
-                                                                                      "rf_embed_low_rank"])
+    evals = run_paper("llm_bibliographies", "full", overrides, seeds=[0, 1, 2], methods=[
+        "rf_struct", "rf_struct_nostar", "rf_meta", "gcn_embed", "rf_embed_low_rank"])
     records = pd.DataFrame(load_records(evals))
     scored = records[records.task.isin(["gt_llm", "gt_random", "llm_random"])]
-    assert set(scored.method) == {"rf_struct", "gcn_embed"} and scored.accuracy.between(0, 1).all()
+    assert set(scored.method) == {"rf_struct", "rf_struct_nostar", "rf_meta", "gcn_embed"}
+    assert scored.accuracy.between(0, 1).all()
     assert set(scored.task) == {"gt_llm", "gt_random", "llm_random"}
     described = records[records.task == "describe"]
     assert set(described.source) == {"gt", "random", "llm_headline"}

@@ -57,7 +57,8 @@ def job_config(paper):
 
 
 def methods(paper):
-    chosen = config["methods"].get(paper) or list(PAPER_DECL[paper].methods)
+    # the command line's methods.<paper>, else the scale's `run_methods` (a scale may run a subset), else all
+    chosen = config["methods"].get(paper) or job_config(paper).get("run_methods") or list(PAPER_DECL[paper].methods)
     unknown = [m for m in chosen if m not in PAPER_DECL[paper].methods]
     if unknown:
         sys.stderr.write(

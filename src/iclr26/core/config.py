@@ -217,7 +217,8 @@ def check_override_types(slug: str, scale: str, overrides: Sequence[str], defaul
 
 
 # not what the numbers depend on: how they are shown, scheduled (resources, cluster) or estimated (estimate)
-PRESENTATION_KEYS = ("table", "claims", "reported", "resources", "deviations", "cluster", "estimate")
+PRESENTATION_KEYS = ("table", "claims", "reported", "resources", "deviations", "cluster", "estimate",
+                     "run_methods")  # which methods a scale runs: scheduling, not a number of any job
 # what every stage may read: who and where the job is, not how a method works
 JOB_KEYS = ("slug", "scale", "seeds", "seed_batch", "threads", "device", "launch", "resources", "conda_env")
 DATA_STAGES = ("acquire", "prepare")
@@ -316,7 +317,7 @@ def workflow_jobs(paper, cfg: dict, methods: Sequence[str] | None = None) -> lis
     method the paper declares `training_free`), then its tabulate. The rules and the preflight
     (core.preflight) both enumerate jobs here."""
     jobs = [{"stage": stage, "dataset": d} for d in paper.datasets for stage in ("acquire", "prepare")]
-    for method in methods or paper.methods:
+    for method in methods or cfg.get("run_methods") or paper.methods:
         for block in seed_blocks(cfg["seeds"], cfg.get("seed_batch", 1)):
             if method not in paper.training_free:
                 jobs.append({"stage": "train", "method": method, "seeds": block})

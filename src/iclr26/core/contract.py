@@ -62,6 +62,8 @@ def check_shards(paper: Paper, shards) -> None:
 
 def _check_rest(paper: Paper, cfg: dict) -> None:
     check_shards(paper, cfg.get("shards"))
+    for method in cfg.get("run_methods") or []:  # a scale that runs a subset of the declared methods
+        _one_of(paper, "run_methods", method, paper.methods)
     for i, item in enumerate(cfg.get("deviations") or []):
         if not (isinstance(item, str) or (isinstance(item, dict) and isinstance(item.get("what"), str)
                                            and set(item) <= {"what", "why", "post_hoc"})):

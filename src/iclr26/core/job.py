@@ -358,7 +358,7 @@ def run_paper(slug: str, scale: str, overrides=(), seeds=None, methods=None) -> 
         once("acquire", data_dir(scale, slug, "raw", dataset) / "manifest.json", dataset=dataset)
         once("prepare", data_dir(scale, slug, "prepared", dataset) / "manifest.json", dataset=dataset)
     evals = []
-    for method in methods or paper.methods:
+    for method in methods or cfg.get("run_methods") or paper.methods:
         for block in seed_blocks(cfg["seeds"], cfg.get("seed_batch", 1)):
             folder = run_dir(scale, slug, method, block)
             if method not in paper.training_free:

@@ -7,11 +7,16 @@ Card 18, section 2 (the official BACInfer module was read, not copied):
 - Adaptive Caching Scheduler (ACS): the update steps C = {0 = c_0 < ... < c_{S-1}} maximising
   sum_m phi(c_m, c_{m+1} - 1), phi(i, j) = sum_{k=i+1..j} sim(i, k) (pairwise form; `adjacent`
   uses sim(k-1, k) instead), solved exactly by dynamic programming, O(S K^2) per block;
-- Uniform: every block updates every K/S steps; Unified ACS: layer 0's SA schedule for every block;
+- Uniform: every block updates every K/S steps (the official `threshold` mode, no forced step);
+  the calibrated rows (the official `optimal` and `fix` modes) also update every block at the
+  last step K-1 (the official `_update_cache_flags` adds the final steps to every block's set);
+  Unified ACS: the last block's ACS schedule shared by all blocks (the official RDT wrapper's
+  `fix` mode, RDTCacheAccelerator: "all blocks share the last block's optimal steps");
   Block-wise ACS: each block its own; BAC = Block-wise ACS + the Bubbling Union Algorithm (BUA):
-  the n blocks with the largest reuse error l_j (the mean L1 distance between a block's cached
-  output and the outputs of the steps that reuse it) get the union of the update steps of every
-  FFN block at the same or a deeper layer.
+  the n blocks with the largest l_j = the mean over all step pairs i < j of the mean L1 distance
+  between the uncached outputs b_i and b_j (the official `compute_block_l1_errors`, independent of
+  any schedule) get the union of the update steps of every FFN block at the same or a deeper
+  layer; as in the official wrapper, BU is skipped when at most one block is picked.
 """
 from __future__ import annotations
 
@@ -105,7 +110,8 @@ def uniform(steps: int, budget: int) -> np.ndarray:
 
 
 def reuse_error(features: torch.Tensor, updates: np.ndarray) -> float:
-    """l_j: mean L1 distance (per element) between the cached output and each step that reuses it."""
+    """Mean L1 distance (per element) between the cached output and each step that reuses it under
+    the schedule `updates` (a diagnostic; BUA ranks blocks by `pair_l1`)."""
     steps = features.shape[0]
     source = np.maximum.accumulate(mask_of(updates, steps) * np.arange(steps))  # the update each step reuses
     reused = np.flatnonzero(source != np.arange(steps))
@@ -114,33 +120,55 @@ def reuse_error(features: torch.Tensor, updates: np.ndarray) -> float:
     return float((features[reused] - features[source[reused]]).abs().mean())
 
 
+def pair_l1(features: torch.Tensor) -> float:
+    """BUA's l_j: the mean over all step pairs i < j of mean |b_i - b_j| (per element) of the
+    uncached outputs, features (K, B, D) (the official `compute_block_l1_errors` without a cache)."""
+    steps = features.shape[0]
+    if steps < 2:
+        return 0.0
+    flat = features.float().flatten(1)                      # (K, B * D)
+    total = sum(float((flat[i + 1:] - flat[i]).abs().mean(dim=1).double().sum()) for i in range(steps - 1))
+    return total / (steps * (steps - 1) / 2)
+
+
 def bubbling_union(schedules: dict[Block, np.ndarray], errors: dict[Block, float], n: int) -> dict[Block, np.ndarray]:
-    """BUA: the n blocks with the largest reuse error also update whenever an FFN block at their
-    layer or deeper updates."""
+    """BUA: the n blocks with the largest error also update whenever an FFN block at their layer or
+    deeper updates. As the official wrapper (`len(bu_blocks) <= 1`: no BU), n <= 1 changes nothing."""
     out = dict(schedules)
+    if n <= 1:
+        return out
     for block in sorted(errors, key=lambda b: -errors[b])[:n]:
         ffn = [s for (layer, kind), s in schedules.items() if kind == "ffn" and layer >= block[0]]
         out[block] = np.unique(np.concatenate([schedules[block], *ffn]))
     return out
 
 
+def force_final(schedules: dict[Block, np.ndarray], steps: int) -> dict[Block, np.ndarray]:
+    """The official adaptive modes' forced update: every block is computed at the last step K-1."""
+    return {b: np.union1d(s, [steps - 1]).astype(np.int64) for b, s in schedules.items()}
+
+
 def schedules_for(variant: str, sims: dict[Block, np.ndarray], features: dict[Block, torch.Tensor], budget: int,
-                  n_bu: int, phi: str, steps: int) -> dict[Block, np.ndarray]:
+                  n_bu: int, phi: str, steps: int, final: bool = True) -> dict[Block, np.ndarray]:
+    """The update steps of every block. `final`: the calibrated rows also update at step K-1 (the
+    official `optimal`/`fix` modes); Uniform (`threshold`) never does. Blocks in the model's order."""
     blocks = list(sims)
     if variant == "full":
         return {b: np.arange(steps) for b in blocks}
     if variant == "uniform":
         return {b: uniform(steps, budget) for b in blocks}
     if variant == "unified_acs":
-        shared = acs(sims[blocks[0]], budget, phi)          # layer 0's SA block
-        return {b: shared for b in blocks}
-    own = {b: acs(sims[b], budget, phi) for b in blocks}
-    if variant == "blockwise_acs" or n_bu == 0:
-        return own
-    if variant == "bac":
-        errors = {b: reuse_error(features[b], own[b]) for b in blocks}
-        return bubbling_union(own, errors, n_bu)
-    raise ValueError(f"unknown variant {variant!r}")
+        shared = acs(sims[blocks[-1]], budget, phi)          # the last block's (the official `fix` mode)
+        out = {b: shared for b in blocks}
+    else:
+        own = {b: acs(sims[b], budget, phi) for b in blocks}
+        if variant == "blockwise_acs" or n_bu == 0:
+            out = own
+        elif variant == "bac":
+            out = bubbling_union(own, {b: pair_l1(features[b]) for b in blocks}, n_bu)
+        else:
+            raise ValueError(f"unknown variant {variant!r}")
+    return force_final(out, steps) if final else out
 
 
 def block_flops(model, cond_dim: int, horizon: int, n_obs: int, action_dim: int) -> tuple[dict[Block, int], int]:

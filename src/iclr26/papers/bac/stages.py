@@ -5,14 +5,15 @@
     prepare   the policy BAC plugs into: DP-T (model.py) trained on the demonstrations with the
               official recipe (AdamW, cosine with warm-up, EMA, DDPM epsilon loss), its
               normalizer and the held-out episodes                         -> policy.pt
-    train     the caching schedules of the calibrated rows (unified_acs, blockwise_acs, bac): per
-              seed, one uncached pass on calibration windows drawn from the training episodes,
-              every block's output at every step, the similarity matrices, ACS by DP, BUA
-              (cache.py); nothing is trained -- BAC is training-free      -> schedules_s<seed>.pt
-    evaluate  per seed and budget S: the action error against the uncached policy on held-out
-              windows with the same initial and per-step noise, the FFN blocks' error at their
-              update steps, closed-loop success, matmul FLOPs per chunk (torch.utils.flop_counter)
-              and wall-clock per chunk against the uncached policy, interleaved in this process.
+    train     bac only: its offline schedule calibration per seed (BAC trains nothing); the
+              other calibrated rows run the same cheap calibration inside evaluate
+    evaluate  per seed: for unified_acs and blockwise_acs (bac: read from its train job) one uncached pass
+              on calibration windows drawn from the training episodes, every block's output at
+              every step, the similarity matrices, ACS by DP, BUA (cache.py); then per budget S: the
+              action error against the uncached policy on held-out windows with the same initial
+              and per-step noise, the FFN blocks' error at their update steps, closed-loop success,
+              matmul FLOPs per chunk (torch.utils.flop_counter) and wall-clock per chunk against
+              the uncached policy, interleaved in this process.
 
 A seed is one calibration set, one set of held-out windows and sampling noise, and one set of
 closed-loop episodes; every row sees the same ones (paired by seed). One policy is trained (the
@@ -72,6 +73,7 @@ def prepare(job) -> dict:
     device = pick_device(cfg.get("device"))
     data = envmod.load_zarr(job.raw_dir() / spec["zarr"])
     train_eps, held_eps = split_episodes(len(data["episode_ends"]), spec["heldout_fraction"], spec["split_seed"])
+    train_eps = max_episodes(train_eps, t.get("max_train_episodes"), spec["split_seed"])
     wins = envmod.windows(data["episode_ends"], m["horizon"], m["n_obs_steps"], m["n_action_steps"], train_eps)
     obs, act = torch.from_numpy(data["obs"]), torch.from_numpy(data["action"])
     obs_norm, act_norm = M.Normalizer.fit(obs), M.Normalizer.fit(act)  # the official: fit on the whole dataset
@@ -97,7 +99,7 @@ def prepare(job) -> dict:
         lr_sched.load_state_dict(state["lr"])
         gen.set_state(state["gen"])
         torch.set_rng_state(state["torch_rng"])
-        step, losses = state["step"], list(state["losses"])
+        step, losses = state["step"], list(torch.as_tensor(state["losses"]).to(device).unbind())
     net.train()
     while step < t["steps"]:
         idx = wins_t[torch.randint(len(wins_t), (t["batch_size"],), generator=gen, device=device)]
@@ -112,20 +114,33 @@ def prepare(job) -> dict:
         lr_sched.step()
         step += 1
         ema_update(ema, net, step, t["ema"])
-        losses.append(loss.item())
-        job.log(f"DP-T step {step}/{t['steps']} loss {np.mean(losses[-50:]):.4f}", every_s=10)
+        losses.append(loss.detach())   # no host sync per step: read back when logging
+        if step % 500 == 0:
+            job.log(f"DP-T step {step}/{t['steps']} loss {float(torch.stack(losses[-50:]).mean()):.4f}", every_s=10)
         if checkpointer.maybe_save(step, lambda step=step: {
                 "net": net.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(), "lr": lr_sched.state_dict(),
-                "gen": gen.get_state(), "torch_rng": torch.get_rng_state(), "step": step, "losses": losses}):
+                "gen": gen.get_state(), "torch_rng": torch.get_rng_state(), "step": step,
+                "losses": torch.stack(losses).cpu()}):
             raise SystemExit("stopped on request after a checkpoint")
     torch.save({"ema": {k: v.cpu() for k, v in ema.state_dict().items()},
                 "obs_norm": obs_norm.state(), "act_norm": act_norm.state(),
                 "train_episodes": torch.from_numpy(train_eps), "heldout_episodes": torch.from_numpy(held_eps)},
                job.out_dir / "policy.pt")
     checkpointer.clear()
+    losses = torch.stack(losses).cpu().numpy() if losses else np.zeros(1)
     tail = max(1, len(losses) // 10)
-    return {"steps": step, "train_windows": int(len(wins)), "first_loss": float(np.mean(losses[:tail])),
-            "last_loss": float(np.mean(losses[-tail:]))}
+    return {"steps": step, "train_episodes": int(len(train_eps)), "train_windows": int(len(wins)),
+            "epochs": float(step * t["batch_size"] / max(1, len(wins))),
+            "first_loss": float(np.mean(losses[:tail])), "last_loss": float(np.mean(losses[-tail:]))}
+
+
+def max_episodes(train_eps: np.ndarray, limit, seed: int) -> np.ndarray:
+    """The official `max_train_episodes` (diffusion_policy.common.sampler.downsample_mask): keep a
+    random `limit` of the training episodes, drawn with the dataset seed; None keeps all."""
+    if limit is None or len(train_eps) <= int(limit):
+        return train_eps
+    keep = np.random.default_rng(seed).choice(len(train_eps), int(limit), replace=False)
+    return np.sort(train_eps[keep])
 
 
 def ema_update(ema, net, step: int, e: dict) -> None:
@@ -217,40 +232,53 @@ def settings(cfg: dict, method: str) -> list[tuple[int, int]]:
     return out
 
 
-def train(job) -> dict:
-    """Offline schedule calibration of the calibrated rows (BAC trains nothing)."""
-    import torch
-
+def row_schedules(policy: Policy, method: str, seed: int) -> dict:
+    """Every setting's update steps for one row and seed: {"S<s>_n<n>": {block: steps}} plus each
+    budget's block-wise ACS steps ("own_S<s>": where the FFN update-step error is measured). The
+    calibrated rows calibrate on this seed's windows (one uncached pass, similarities, ACS, BUA)."""
     from . import cache
 
+    c = policy.cfg["cache"]
+    if method in CALIBRATED:
+        sims, feats = calibration(policy, seed)
+    else:
+        sims, feats = {b: None for b in policy.net.blocks}, {}
+    out = {}
+    for budget, n_bu in settings(policy.cfg, method):
+        out[f"S{budget}_n{n_bu}"] = cache.schedules_for(method, sims, feats, budget, n_bu, c["phi"], policy.steps,
+                                                        c["force_final"])
+        if method in ("blockwise_acs", "bac"):
+            out[f"own_S{budget}"] = cache.schedules_for("blockwise_acs", sims, feats, budget, 0, c["phi"],
+                                                        policy.steps, c["force_final"])
+    return out
+
+
+def train(job) -> dict:
+    """bac's offline schedule calibration, per seed (BAC trains nothing). unified_acs and
+    blockwise_acs are training-free here: their calibration is the same cheap pass and runs
+    inside their evaluate job (one job fewer each)."""
+    import torch
+
     policy = Policy(job)
-    c = job.cfg["cache"]
 
     def work(key):
-        seed = int(key[1:])
-        sims, feats = calibration(policy, seed)
-        out, info = {}, {}
-        for budget, n_bu in settings(job.cfg, job.method):
-            sched = cache.schedules_for(job.method, sims, feats, budget, n_bu, c["phi"], policy.steps)
-            out[f"S{budget}_n{n_bu}"] = {f"{layer}_{kind}": torch.from_numpy(v) for (layer, kind), v in sched.items()}
-            info[f"S{budget}_n{n_bu}_updates"] = int(sum(len(v) for v in sched.values()))
-        torch.save(out, job.out_dir / f"schedules_{key}.pt")
-        return info
+        out = row_schedules(policy, job.method, int(key[1:]))
+        torch.save({k: {f"{layer}_{kind}": torch.from_numpy(v) for (layer, kind), v in sched.items()}
+                    for k, sched in out.items()}, job.out_dir / f"schedules_{key}.pt")
+        return {f"{k}_updates": int(sum(len(v) for v in sched.values())) for k, sched in out.items()}
 
     return {"units": job.units([f"s{s}" for s in job.seeds], work, folder="calibration")}
 
 
-def load_schedules(job, policy: Policy, seed: int, budget: int, n_bu: int) -> dict:
+def load_schedules(job, policy: Policy, seed: int) -> dict:
+    """The row's schedules: bac's from its train job, the other rows' computed here."""
     import torch
 
-    from . import cache
-
-    if job.method == "full":
-        return {b: np.arange(policy.steps) for b in policy.net.blocks}
-    if job.method == "uniform":
-        return cache.schedules_for("uniform", {b: None for b in policy.net.blocks}, {}, budget, 0, "", policy.steps)
-    saved = torch.load(job.out_dir / f"schedules_s{seed}.pt", weights_only=True)[f"S{budget}_n{n_bu}"]
-    return {(int(k.split("_")[0]), k.split("_")[1]): v.numpy() for k, v in saved.items()}
+    if job.method in job.paper.training_free:
+        return row_schedules(policy, job.method, seed)
+    saved = torch.load(job.out_dir / f"schedules_s{seed}.pt", weights_only=True)
+    return {k: {(int(b.split("_")[0]), b.split("_")[1]): v.numpy() for b, v in sched.items()}
+            for k, sched in saved.items()}
 
 
 # --------------------------------------------------------------------------------- evaluation
@@ -269,10 +297,13 @@ def reference(policy: Policy, windows: np.ndarray, seed: int):
         return policy.executed(x), {b: [o[:n_err] for o in v] for b, v in rec.items()}
 
 
-def cached_errors(policy: Policy, windows: np.ndarray, masks: dict, seed: int, ref) -> tuple[float, float]:
+def cached_errors(policy: Policy, windows: np.ndarray, masks: dict, seed: int, ref,
+                  err_steps: dict | None = None) -> tuple[float, float]:
     """The cached sampler from the same x_T and per-step noise as `reference`: the action error of
     the executed chunk (L2 in the action's units, mean over windows) and the FFN blocks' relative
-    output error at their update steps after the first (the error surge)."""
+    output error at their update steps after the first (the error surge). `err_steps` ({FFN block:
+    steps}) fixes the steps it is measured at (each FFN's own ACS steps for blockwise_acs and bac,
+    which both update there: like for like); default: the row's own update steps."""
     from . import cache
 
     actions_full, ffn_full = ref
@@ -282,7 +313,9 @@ def cached_errors(policy: Policy, windows: np.ndarray, masks: dict, seed: int, r
                      policy.generator(seed), update=masks, record=rec)
     errs = []
     for b, outs in rec.items():
-        for k in np.flatnonzero(masks[b])[1:]:
+        steps = np.flatnonzero(masks[b]) if err_steps is None else np.asarray(err_steps[b])
+        for k in steps[steps > 0]:
+            assert masks[b][k], f"{b} is not recomputed at step {k}"
             full, cached = ffn_full[b][k], outs[k][:n_err]
             rel = (cached - full).flatten(1).norm(dim=1) / full.flatten(1).norm(dim=1).clamp_min(1e-12)
             errs.append(float(rel.mean()))
@@ -334,9 +367,10 @@ def evaluate(job) -> dict:
         held = policy.heldout_windows[rng.choice(len(policy.heldout_windows),
                                                  min(e["heldout_windows"], len(policy.heldout_windows)), replace=False)]
         timing_cond = policy.cond(held[:1])
+        rows = load_schedules(job, policy, seed)
         records, names, timed, once, ref = [], [], {"full": None}, None, None
         for budget, n_bu in settings(cfg, job.method):
-            sched = load_schedules(job, policy, seed, budget, n_bu)
+            sched = rows[f"S{budget}_n{n_bu}"]
             masks = None if job.method == "full" else {b: cache.mask_of(v, policy.steps) for b, v in sched.items()}
             if masks is None:   # the uncached policy: measured once, the same record at every budget
                 once = once or {"action_l2": 0.0, "ffn_update_err": 0.0,
@@ -344,8 +378,10 @@ def evaluate(job) -> dict:
                 measured = dict(once)
             else:
                 ref = ref or reference(policy, held, 50_000 + seed)
-                l2, ffn_err = cached_errors(policy, held, masks, 50_000 + seed, ref)
-                success = closed_loop(policy, masks, seed) if budget in e["closed_loop_budgets"] else float("nan")
+                own = rows.get(f"own_S{budget}")
+                l2, ffn_err = cached_errors(policy, held, masks, 50_000 + seed, ref, own)
+                looped = budget in e["closed_loop_budgets"] and job.method in e["closed_loop_methods"]
+                success = closed_loop(policy, masks, seed) if looped else float("nan")
                 measured = {"action_l2": l2, "ffn_update_err": ffn_err, "success": success}
             flops = cache.chunk_flops(sched, per_block, rest, policy.steps)
             headline = n_bu == (cfg["cache"]["n_bu"] if job.method == "bac" else 0)

@@ -10,7 +10,7 @@ PAPER = Paper(
     arxiv="2510.00732",
     methods=("seed_only", "evol_ast", "evol_domain", "evol_difficulty", "evol_all", "data_matched"),
     datasets=("seeds", "minif2f", "formalmath_lite", "ineq_comp"),
-    metrics=("pass_at_1", "pass_at_8", "pass_at_32", "robustness_gap"),
+    metrics=("pass_at_1", "pass_at_8", "pass_at_n", "robustness_gap"),   # pass_at_n: pass@k at k = n samples
     figures=("pass_at_k.png",),
     stage_module="iclr26.papers.evolprover.stages",
     gpu_stages=("train", "evaluate"),

@@ -7,14 +7,14 @@ Layouts (tiny writes them, full downloads them, `read_problems` reads both):
     minif2f          MiniF2F/Test/<name>.lean (one theorem per file, `:= by sorry`) and
                      MiniF2F/Test.lean (the imports), as yangky11/miniF2F-lean4
     formalmath_lite  FormalMATH_lite.json  rows {theorem_names, <statement field>} (SphereLab)
-    ineq_comp        Ineq-Simp/<subset>/<name>.lean, subsets seed, type1, type2 (our layout: the
-                     Ineq-Comp repository was not found, deviations)
+    ineq_comp        benchmark/<family>_<subset>.jsonl rows {name, formal_statement}, families amgm,
+                     cauchy, misc, subsets seed, type1, type2, as haoyuzhao123/LeanIneqComp
 Tiny statements are drawn by the seed generator (evol.py); a statement is a test statement iff the
-hash of its goal falls in the test partition, so train and test are disjoint by construction.
+hash of its statement falls in the test partition (evol.is_test); the evolutions drop outputs in that
+partition, and stages.training_set drops any training problem whose prompt is a test prompt.
 """
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 from dataclasses import replace
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from iclr26.core.errors import DataError
-from iclr26.core.io import read_json, write_json
+from iclr26.core.io import read_json, read_jsonl, write_json, write_jsonl
 
 from . import evol
 from . import minilean as ml
@@ -31,9 +31,7 @@ from . import minilean as ml
 INEQ = ("amgm", "cauchy", "misc")
 
 
-def is_test(st: ml.Statement, fraction: float) -> bool:
-    key = st.header_text().split(":", 1)[1]
-    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < fraction
+is_test = evol.is_test
 
 
 def draw(n: int, seed: int, families, test: bool, fraction: float) -> list[tuple]:
@@ -83,17 +81,21 @@ def write_tiny(dataset: str, spec: dict, out_dir: Path) -> dict:
                     out.append({"theorem_names": got[0].name, spec["statement_field"]: got[0].lean()})
         write_json(out_dir / spec["file"], out)
         return {"problems": len(out)}
-    if dataset == "ineq_comp":
+    if dataset == "ineq_comp":   # the real layout: benchmark/<family>_<subset>.jsonl rows {name, formal_statement}
         rows = draw(spec["n_seed_problems"], seed, INEQ, True, frac)
-        counts = {}
+        files: dict = {}
         for i, (st, proof, fam) in enumerate(rows):
             for subset, item in (("seed", (st, proof)), ("type1", evol.type_one(st, proof)),
                                  ("type2", evol.type_two(st, proof))):
-                got = item and evol.verified(item[0], item[1], f"ineq_{fam}_{i}_{subset}")
+                got = item and evol.verified(item[0], item[1], f"{fam}_p{i}_{subset}")
                 if got:
-                    _write_lean(out_dir / "Ineq-Simp" / subset / f"{got[0].name}.lean", got[0])
-                    counts[subset] = counts.get(subset, 0) + 1
-        return counts
+                    text = got[0].header_text() + " := by\n"
+                    row = {"name": got[0].name, "formal_statement": text}
+                    files.setdefault(f"{fam}_{subset}.jsonl", []).append(row)
+        (out_dir / "benchmark").mkdir(parents=True, exist_ok=True)
+        for fname, items in files.items():
+            write_jsonl(out_dir / "benchmark" / fname, items)
+        return {f: len(v) for f, v in sorted(files.items())}
     raise ValueError(f"unknown dataset {dataset!r}")
 
 
@@ -113,10 +115,12 @@ def read_problems(dataset: str, spec: dict, raw: Path) -> list[dict]:
         for r in read_json(raw / spec["file"]):
             name = r["theorem_names"][0] if isinstance(r["theorem_names"], list) else r["theorem_names"]
             rows.append({"name": str(name), "subset": "test", "lean": r[spec["statement_field"]]})
-    elif dataset == "ineq_comp":
+    elif dataset == "ineq_comp":   # haoyuzhao123/LeanIneqComp benchmark/{amgm,cauchy,misc}_{seed,type1,type2}.jsonl
         for subset in ("seed", "type1", "type2"):
-            for path in sorted((raw / "Ineq-Simp" / subset).glob("*.lean")):
-                rows.append({"name": path.stem, "subset": subset, "lean": path.read_text()})
+            for fam in INEQ:
+                path = raw / "benchmark" / f"{fam}_{subset}.jsonl"
+                for r in read_jsonl(path) if path.exists() else []:
+                    rows.append({"name": str(r["name"]), "subset": subset, "lean": r["formal_statement"]})
     else:
         raise ValueError(dataset)
     return rows

@@ -19,6 +19,7 @@ Every produced (statement, proof) is kept only if the MiniLean kernel accepts th
 from __future__ import annotations
 
 import copy
+import hashlib
 from dataclasses import replace
 from fractions import Fraction
 
@@ -305,19 +306,35 @@ def verified(st: ml.Statement, proof: str, name: str) -> tuple[ml.Statement, str
     return (st, proof) if ml.check(st, proof) else None
 
 
-def evolve(seeds: list[tuple[ml.Statement, str]], spec: dict, seed: int) -> dict[str, list[tuple[ml.Statement, str]]]:
+def statement_key(st: ml.Statement) -> str:
+    """The statement without its name (what makes two statements the same problem)."""
+    return st.header_text().split(":", 1)[1]
+
+
+def is_test(st: ml.Statement, fraction: float) -> bool:
+    """The test partition: a statement whose key hashes below `fraction` is a test statement (every
+    benchmark draws from it, no training set may contain one)."""
+    return int(hashlib.sha256(statement_key(st).encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < fraction
+
+
+def evolve(seeds: list[tuple[ml.Statement, str]], spec: dict, seed: int,
+           test_fraction: float = 0.0) -> dict[str, list[tuple[ml.Statement, str]]]:
     """The paper's pipeline on a seed set: EvolDomain and EvolDifficulty on the seeds, verification,
     then EvolAST on the seeds and on the verified outputs. {kind: [(statement, proof)]}, kinds:
-    ast (of seeds), domain, difficulty, ast_of_evolved (EvolAST of the domain/difficulty outputs)."""
+    ast (of seeds), domain, difficulty, ast_of_evolved (EvolAST of the domain/difficulty outputs).
+    An output in the test partition (is_test) is dropped (audit B1: an easier variant of a training
+    seed can be a test statement word for word)."""
     rng = np.random.default_rng(seed)
     out = {"ast": [], "domain": [], "difficulty": [], "ast_of_evolved": []}
-    seen = {st.header_text().split(":", 1)[1] for st, _ in seeds}
+    seen = {statement_key(st) for st, _ in seeds}
 
     def keep(kind, item, name):
         if item is None:
             return None
         got = verified(item[0], item[1], name)
-        if got is not None and (key := got[0].header_text().split(":", 1)[1]) not in seen:
+        if got is not None and is_test(got[0], test_fraction):
+            return None
+        if got is not None and (key := statement_key(got[0])) not in seen:
             seen.add(key)
             out[kind].append(got)
             return got

@@ -7,7 +7,7 @@ The fragment: real-valued polynomial (in)equalities over atoms (variables `a`, a
                         (Lean's nlinarith preprocessing), found by NNLS and checked EXACTLY over
                         the rationals (a certificate is accepted only if it is exact)
     linarith [facts]    the same without products
-    positivity          the goal is `0 ≤ e` / `0 < e` and e is syntactically non-negative
+    positivity          the goal is `0 ≤ e` / `0 < e` and e is syntactically non-negative / positive
     ring / ring_nf      an equality whose sides have the same polynomial normal form
 Facts: `sq_nonneg e`, `pow_two_nonneg e`, `mul_nonneg p q`, a hypothesis name, `(Real.exp_pos e).le`.
 A proof with `sorry`, an unknown tactic or fact, or a tactic after the goal is closed fails, as in Lean.
@@ -304,7 +304,12 @@ class Statement:
 
     @property
     def in_fragment(self) -> bool:
-        return self.goal is not None and all(r is not None for _, r, _ in self.hyps)
+        """Parsed, and every relation is one over the reals (typed_ok): MiniLean reads + - * / as
+        field operations, which is unsound for ℕ (truncated subtraction, floor division) and ℤ."""
+        if self.goal is None or any(r is None for _, r, _ in self.hyps):
+            return False
+        return all(typed_ok(r, self) for r in self.goal) and all(typed_ok(r, self) for _, rels, _ in self.hyps
+                                                                   for r in rels)
 
     def header_text(self) -> str:
         """`theorem name (binders) (hyps) :\n    goal`, tokens separated by spaces."""
@@ -324,6 +329,42 @@ class Statement:
         """What the prover reads: binders, hypotheses and goal (no name), one line of tokens."""
         text = self.header_text().split(" ", 2)[2] if " " in self.header_text() else ""
         return " ".join(lex(text)) + " := by"
+
+
+REAL_FUNCTIONS = ("ℕ → ℝ", "ℝ → ℝ")   # binder types of functions whose values are real
+
+
+def typed_ok(r: Rel, st: Statement) -> bool:
+    """The relation is elaborated over ℝ: every variable it computes with is bound with type ℝ, every
+    application is `Real.<fn> ...` or a bound function into ℝ (its arguments, e.g. the index `n : ℕ`
+    of `f (n + 1)`, are opaque: the atom is compared by its text only), and it has at least one such
+    atom (a relation of numerals alone is elaborated in ℕ by Lean). Anything else (ℕ, ℤ, unbound
+    names) is outside the fragment."""
+    types = {n: t for names, t in st.binders for n in names}
+
+    def ok(e) -> bool:
+        kind = e[0]
+        if kind == "num":
+            return True
+        if kind == "var":
+            return types.get(e[1]) == "ℝ"
+        if kind == "app":
+            real = e[1].startswith("Real.") or types.get(e[1]) in REAL_FUNCTIONS
+            return real and all(arg_ok(a) for a in e[2])
+        if kind in ("neg", "pow"):
+            return ok(e[1])
+        return ok(e[1]) and ok(e[2])
+
+    def arg_ok(e) -> bool:
+        if e[0] == "var":
+            return e[1] in types
+        if e[0] == "num":
+            return True
+        if e[0] == "app":
+            return ok(e)
+        return all(arg_ok(x) for x in e[1:] if isinstance(x, tuple))
+
+    return ok(r.lhs) and ok(r.rhs) and bool(atoms(r.lhs) + atoms(r.rhs))
 
 
 def _parse_rels(toks: list[str]) -> list[Rel]:
@@ -547,6 +588,29 @@ def _nonneg_syntactic(e, st: Statement) -> bool:
     return False
 
 
+def _pos_syntactic(e, st: Statement) -> bool:
+    """e > 0 syntactically: a positive numeral, Real.exp, an atom with a hypothesis `0 < atom`, a
+    power of a positive base, a sum of a positive and a non-negative term, a product or quotient of
+    positive terms. (A square is only non-negative; a `0 ≤ x` hypothesis gives no strictness.)"""
+    kind = e[0]
+    if kind == "num":
+        return e[1] > 0
+    if kind in ("var", "app"):
+        if kind == "app" and e[1] == "Real.exp":
+            return True
+        key = atom_key(e)
+        return any(rels and len(rels) == 1 and rels[0].op == "<" and rels[0].lhs == ("num", 0)
+                   and atom_key(rels[0].rhs) == key for _, rels, _ in st.hyps if rels)
+    if kind == "pow":
+        return _pos_syntactic(e[1], st)
+    if kind == "add":
+        return (_pos_syntactic(e[1], st) and _nonneg_syntactic(e[2], st)) or \
+            (_nonneg_syntactic(e[1], st) and _pos_syntactic(e[2], st))
+    if kind in ("mul", "div"):
+        return _pos_syntactic(e[1], st) and _pos_syntactic(e[2], st)
+    return False
+
+
 def run_tactic(line: str, st: Statement, goal: Rel) -> None:
     """Close `goal` with one tactic line or raise Unsupported (the tactic fails)."""
     toks = lex(line)
@@ -562,7 +626,7 @@ def run_tactic(line: str, st: Statement, goal: Rel) -> None:
         other = goal.lhs if goal.op in ("≤", "<") else goal.rhs
         if len(toks) != 1 or side is None or other != ("num", 0) or not _nonneg_syntactic(side, st):
             raise Unsupported("positivity failed")
-        if goal.op in ("<", ">") and not p_add(poly(side), {}):
+        if goal.op in ("<", ">") and not _pos_syntactic(side, st):
             raise Unsupported("positivity failed")
         return
     if tac in ("nlinarith", "linarith"):

@@ -15,7 +15,7 @@ def make_all(cfg: dict, records, out_dir: Path) -> list[Path]:
     df = pd.DataFrame(records)
     df = df[df["bench"].isin(BENCHES)]
     plt = pyplot()
-    ks = [int(k) for k in cfg["eval"]["k"]]
+    ks = sorted({int(k) for k in cfg["eval"]["k"]} | {int(cfg["eval"]["n_samples"])})
     fig, axes = plt.subplots(1, len(ks), figsize=(4.5 * len(ks), 3.6), squeeze=False)
     methods = list(dict.fromkeys(df["method"]))
     x = np.arange(len(BENCHES))

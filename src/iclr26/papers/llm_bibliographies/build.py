@@ -35,10 +35,15 @@ def tfidf(texts: list[str], dim: int, seed: int, vocab_min_df: int = 2) -> np.nd
 
 
 def read_tables(raw: Path, ids=None) -> dict:
-    """Papers (the columns we use) and each paper's first field; only the rows of `ids` if given."""
+    """Papers (the columns we use) and each paper's top-level field (PaperFields has a row per field
+    and subfield of a paper; SciSciNet_Fields' Field_Type says which is 'Top', as the companion's
+    03_sample.py keeps); only the rows of `ids` if given."""
     keep = None if ids is None else corpus.ids_in(ids)
     papers = corpus.stream_rows(raw / corpus.PAPERS, corpus.PAPER_COLUMNS, keep)
-    fields = corpus.stream_rows(raw / corpus.FIELDS, ["PaperID", "FieldID"], keep).drop_duplicates("PaperID")
+    fields = corpus.stream_rows(raw / corpus.FIELDS, ["PaperID", "FieldID"], keep)
+    types = corpus.stream_rows(raw / corpus.FIELD_TYPES, ["FieldID", "Field_Type"])
+    top = set(types.FieldID[types.Field_Type == "Top"].tolist())
+    fields = fields[fields.FieldID.isin(top)].drop_duplicates("PaperID")
     return {"papers": papers, "field": dict(zip(fields.PaperID, fields.FieldID))}
 
 
@@ -123,26 +128,38 @@ def adjacency_among(raw: Path, nodes: set[int]) -> dict[int, set[int]]:
     return adj
 
 
-def task_arrays(name: str, focal: np.ndarray, lists_a: dict, lists_b: dict, adj: dict, seed: int) -> dict:
-    """Size-matched graph pairs of one task as flat arrays (class 0 = lists_a, class 1 = lists_b)."""
+def task_arrays(name: str, focal: np.ndarray, lists_a: dict, lists_b: dict, adj: dict, seed: int,
+                star: bool = True, nostar: bool = False) -> dict:
+    """Size-matched graph pairs of one task as flat arrays (class 0 = lists_a, class 1 = lists_b).
+    `star`: the graphs link the focal node to every listed reference (graphs.build); `nostar`: also
+    the structural features of the same size-matched graphs without those edges (`*_nostar` arrays)."""
     rng = np.random.default_rng([seed, sum(map(ord, name))])
-    node_ids, struct, agg, offsets, edges, edge_offsets, labels, pair = [], [], [], [0], [], [0], [], []
+    node_ids, offsets, labels, pair = [], [0], [], []
+    out = {v: {"struct": [], "agg": [], "edges": [], "edge_offsets": [0]} for v in ("", "_nostar")}
     for k, f in enumerate(focal):
-        ga, gb = graphs.build(f, lists_a[int(f)], adj), graphs.build(f, lists_b[int(f)], adj)
+        ga, gb = graphs.build(f, lists_a[int(f)], adj, star), graphs.build(f, lists_b[int(f)], adj, star)
         ga, gb = graphs.size_match(ga, gb, int(f), rng)
         for label, g in ((0, ga), (1, gb)):
-            feats = graphs.node_features(g)
             node_ids.extend(g.nodes)
-            struct.append(feats)
-            agg.append(graphs.aggregate(feats, g.number_of_edges()))
             offsets.append(offsets[-1] + g.number_of_nodes())
-            edges.append(graphs.edge_index(g))
-            edge_offsets.append(edge_offsets[-1] + edges[-1].shape[1])
             labels.append(label)
             pair.append(k)
-    return {"node_ids": np.array(node_ids, np.int64), "struct": np.concatenate(struct),
-            "agg": np.stack(agg), "offsets": np.array(offsets), "edges": np.concatenate(edges, axis=1),
-            "edge_offsets": np.array(edge_offsets), "labels": np.array(labels), "pair": np.array(pair)}
+            for variant, h in (("", g), *((("_nostar", graphs.without_star(g, int(f))),) if nostar else ())):
+                feats = graphs.node_features(h)
+                arrays = out[variant]
+                arrays["struct"].append(feats)
+                arrays["agg"].append(graphs.aggregate(feats, h.number_of_edges()))
+                arrays["edges"].append(graphs.edge_index(h))
+                arrays["edge_offsets"].append(arrays["edge_offsets"][-1] + arrays["edges"][-1].shape[1])
+    result = {"node_ids": np.array(node_ids, np.int64), "offsets": np.array(offsets), "labels": np.array(labels),
+              "pair": np.array(pair)}
+    for variant, arrays in out.items():
+        if arrays["struct"]:
+            result.update({f"struct{variant}": np.concatenate(arrays["struct"]),
+                           f"agg{variant}": np.stack(arrays["agg"]),
+                           f"edges{variant}": np.concatenate(arrays["edges"], axis=1),
+                           f"edge_offsets{variant}": np.array(arrays["edge_offsets"])})
+    return result
 
 
 def describe(focal, lists: dict, gt: dict, adj: dict, emb: dict, cites: dict, year: dict) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-FEATURES = ("struct", "embed", "random_vec")
+FEATURES = ("struct", "struct_nostar", "embed", "random_vec", "random_vec_fresh", "meta")
 
 
 def split(pairs: np.ndarray, seed: int, fractions=(0.7, 0.15)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -24,22 +24,43 @@ def split(pairs: np.ndarray, seed: int, fractions=(0.7, 0.15)) -> tuple[np.ndarr
     return np.flatnonzero(where == 0), np.flatnonzero(where == 1), np.flatnonzero(where == 2)
 
 
-def node_matrix(task: dict, kind: str, emb: np.ndarray, emb_row: dict, seed: int) -> np.ndarray:
-    """Node features of a task: structural (5), the node's text embedding, or random vectors of the
-    embedding's size (the negative control: fresh draws per node, no content)."""
-    if kind == "struct":
-        return task["struct"].astype(np.float32)
+def paper_vectors(ids: np.ndarray, dim: int, salt: int = 7) -> np.ndarray:
+    """A fixed random vector per paper, seeded by its PaperID: an "embedding" with no content that
+    is the same wherever the paper appears (identity, and so popularity, can still leak)."""
+    unique, inverse = np.unique(np.asarray(ids, np.int64), return_inverse=True)
+    table = np.stack([np.random.default_rng([int(i), salt]).normal(size=dim) for i in unique]) if len(unique) \
+        else np.zeros((0, dim))
+    return table[inverse].astype(np.float32)
+
+
+def node_matrix(task: dict, kind: str, emb: np.ndarray, emb_row: dict, seed: int,
+                meta: np.ndarray | None = None) -> np.ndarray:
+    """Node features of a task: structural (5; with or without the star edges), the node's text
+    embedding, random vectors of the embedding's size (the negative control: one fixed vector per
+    PaperID, or fresh draws per node occurrence), or the node's metadata (log(1 + citations), year)."""
+    if kind in ("struct", "struct_nostar"):
+        return task[kind].astype(np.float32)
     if kind == "embed":
         return emb[[emb_row[int(i)] for i in task["node_ids"]]]
     if kind == "random_vec":
+        return paper_vectors(task["node_ids"], emb.shape[1])
+    if kind == "random_vec_fresh":
         return np.random.default_rng([seed, 7]).normal(size=(len(task["node_ids"]), emb.shape[1])).astype(np.float32)
+    if kind == "meta":
+        return meta[[emb_row[int(i)] for i in task["node_ids"]]].astype(np.float32)
     raise ValueError(kind)
 
 
 def graph_vectors(task: dict, kind: str, x: np.ndarray) -> np.ndarray:
-    """RF inputs: structural aggregates, or the sum of node vectors per graph."""
+    """RF inputs: structural aggregates, the mean and median of the node metadata, or the sum of
+    node vectors per graph."""
     if kind == "struct":
         return task["agg"]
+    if kind == "struct_nostar":
+        return task["agg_nostar"]
+    if kind == "meta":
+        parts = np.split(x, task["offsets"][1:-1])
+        return np.stack([np.concatenate([p.mean(0), np.median(p, 0)]) for p in parts])
     return np.add.reduceat(x, task["offsets"][:-1], axis=0)
 
 

@@ -5,7 +5,10 @@ the release's, as the companion pipeline AndresAlgaba/LLMs_scientific_literature
 
     SciSciNet_Papers.tsv                       PaperID, DOI, DocType, Year, JournalID, Reference_Count,
                                                Citation_Count, Team_Size (the columns we use)
-    SciSciNet_PaperFields.tsv                  PaperID, FieldID
+    SciSciNet_PaperFields.tsv                  PaperID, FieldID (several rows per paper: its top-level
+                                               field and its subfields)
+    SciSciNet_Fields.tsv                       FieldID, Field_Type ('Top' | 'Sub'; the companion's
+                                               01_merge.py joins it and 03_sample.py keeps 'Top')
     SciSciNet_PaperDetails.tsv.zip             PaperID, PaperTitle (the release ships it zipped)
     SciSciNet_PaperReferences.tsv.zip          Citing_PaperID, Cited_PaperID (zipped, ~30 GB unzipped)
 
@@ -30,6 +33,7 @@ import pandas as pd
 
 PAPERS = "SciSciNet_Papers.tsv"
 FIELDS = "SciSciNet_PaperFields.tsv"
+FIELD_TYPES = "SciSciNet_Fields.tsv"
 DETAILS = "SciSciNet_PaperDetails.tsv.zip"
 REFERENCES = "SciSciNet_PaperReferences.tsv.zip"
 ABSTRACTS = "abstracts.tsv"
@@ -38,10 +42,12 @@ PAPER_COLUMNS = ["PaperID", "DOI", "DocType", "Year", "JournalID", "Reference_Co
 
 # ----------------------------------------------------------------------------- the loader
 def _open(path: Path):
-    """A text handle on a release file: a .zip holds one .tsv member (the release's zips)."""
+    """A text handle on a release file: a .zip holds one .tsv member (the release's zips); macOS
+    resource forks (`__MACOSX/`, `._*`) are skipped."""
     if path.suffix == ".zip":
         archive = zipfile.ZipFile(path)
-        member = next(n for n in archive.namelist() if n.endswith(".tsv"))
+        member = next(n for n in archive.namelist() if n.endswith(".tsv") and not n.startswith("__MACOSX/")
+                      and not n.rsplit("/", 1)[-1].startswith("._"))
         return io.TextIOWrapper(archive.open(member), encoding="utf-8")
     return open(path, encoding="utf-8")
 
@@ -155,7 +161,16 @@ def write_synthetic(out: Path, spec: dict, seed: int) -> dict:
                            "Team_Size": rng.integers(1, 8, size=n)})
     out.mkdir(parents=True, exist_ok=True)
     papers.to_csv(out / PAPERS, sep="\t", index=False)
-    pd.DataFrame({"PaperID": ids, "FieldID": 100 + field}).to_csv(out / FIELDS, sep="\t", index=False)
+    # two field rows per paper, as the release: its top-level field and its subfield (interleaved, so the
+    # first row of a paper is not always the top one); the field table says which is which
+    top, subfield = 100 + field, 1000 + field * 10 + sub
+    first_sub = rng.random(n) < 0.5
+    pairs = np.stack([np.where(first_sub, subfield, top), np.where(first_sub, top, subfield)], 1)
+    pd.DataFrame({"PaperID": np.repeat(ids, 2), "FieldID": pairs.ravel()}).to_csv(out / FIELDS, sep="\t", index=False)
+    subfields = 1000 + np.arange(spec["n_fields"])[:, None] * 10 + np.arange(spec["n_subfields"])
+    field_ids = np.concatenate([100 + np.arange(spec["n_fields"]), subfields.ravel()])
+    pd.DataFrame({"FieldID": field_ids, "Field_Type": np.where(field_ids < 1000, "Top", "Sub")}).to_csv(
+        out / FIELD_TYPES, sep="\t", index=False)
     pd.DataFrame({"PaperID": ids, "Abstract": abstracts}).to_csv(out / ABSTRACTS, sep="\t", index=False)
     _write_zip(out / DETAILS, "SciSciNet_PaperDetails.tsv", pd.DataFrame({"PaperID": ids, "PaperTitle": titles}))
     _write_zip(out / REFERENCES, "SciSciNet_PaperReferences.tsv",

@@ -1,8 +1,12 @@
 """Local citation graphs and their features (card 2.1 step 5, 2.2).
 
 A graph per focal paper per source (ground truth, LLM, random): nodes = the focal paper and its
-listed references; edges = focal -- each listed reference (the list itself) and every citation
-link among the listed papers in SciSciNet's PaperReferences, undirected and simple (networkx).
+listed references; edges = focal -- each listed reference (the list itself; `star`, our reading,
+the paper's construction was not seen) and every citation link among the listed papers in
+SciSciNet's PaperReferences, undirected and simple (networkx). Without the star (`star=False`) the
+focal node stays, isolated, and only the citation links among the references remain: graphs can
+then be disconnected, as the companion's stored graphs can (its notebook branches on
+`nx.is_connected`).
 Two graphs compared in a task are size-matched by node removal (the larger loses random reference
 nodes until both have the same number of nodes), before either classifier sees them: sum pooling
 and edge counts would otherwise read the list length.
@@ -20,13 +24,14 @@ import numpy as np
 N_STRUCT = 5
 
 
-def build(focal: int, refs: np.ndarray, adjacency: dict[int, set[int]]) -> nx.Graph:
+def build(focal: int, refs: np.ndarray, adjacency: dict[int, set[int]], star: bool = True) -> nx.Graph:
     """The local citation graph of one reference list (ids), focal node first."""
     g = nx.Graph()
     g.add_node(int(focal))
     nodes = [int(r) for r in dict.fromkeys(int(r) for r in refs) if int(r) != int(focal)]
     g.add_nodes_from(nodes)
-    g.add_edges_from((int(focal), r) for r in nodes)
+    if star:
+        g.add_edges_from((int(focal), r) for r in nodes)
     members = set(nodes)
     for r in nodes:
         g.add_edges_from((r, c) for c in adjacency.get(r, ()) if c in members and c != r)
@@ -51,13 +56,32 @@ def node_features(g: nx.Graph) -> np.ndarray:
     nodes = list(g.nodes)
     deg = nx.degree_centrality(g) if len(nodes) > 1 else {nodes[0]: 0.0}
     clo = nx.closeness_centrality(g)
-    try:
-        eig = nx.eigenvector_centrality_numpy(g) if len(nodes) > 2 else {v: 1 / np.sqrt(len(nodes)) for v in nodes}
-    except (nx.NetworkXException, ValueError, TypeError):  # disconnected pieces / tiny graphs: power iteration
-        eig = nx.eigenvector_centrality(g, max_iter=1000, tol=1e-6)
+    eig = _eigenvector(g)
     clu = nx.clustering(g)
     m = g.number_of_edges()
     return np.array([[deg[v], clo[v], abs(eig[v]), clu[v], m] for v in nodes], dtype=np.float32)
+
+
+def _eigenvector(g: nx.Graph) -> dict:
+    nodes = list(g.nodes)
+    if len(nodes) <= 2:
+        return {v: 1 / np.sqrt(len(nodes)) for v in nodes}
+    if g.number_of_edges() == 0:  # no links at all (possible without the star)
+        return {v: 0.0 for v in nodes}
+    try:
+        return nx.eigenvector_centrality_numpy(g)
+    except (nx.NetworkXException, ValueError, TypeError):  # disconnected pieces / tiny graphs: power iteration
+        try:
+            return nx.eigenvector_centrality(g, max_iter=1000, tol=1e-6)
+        except nx.NetworkXException:
+            return {v: 0.0 for v in nodes}
+
+
+def without_star(g: nx.Graph, focal: int) -> nx.Graph:
+    """The same node set without the focal -- reference edges (the focal node isolated)."""
+    h = g.copy()
+    h.remove_edges_from(list(h.edges(int(focal))))
+    return h
 
 
 def aggregate(feats: np.ndarray, n_edges: int) -> np.ndarray:

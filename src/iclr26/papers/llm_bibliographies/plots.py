@@ -12,7 +12,7 @@ def make_all(cfg: dict, records, out_dir: Path) -> list[Path]:
     df = pd.DataFrame(records)
     df = df[df["task"].isin(["gt_llm", "gt_random", "llm_random"])]
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(10, 4))
     methods = list(dict.fromkeys(df["method"]))
     tasks = ["gt_llm", "gt_random", "llm_random"]
     width = 0.8 / len(tasks)

@@ -24,11 +24,19 @@ from . import build, classify, corpus
 
 DATASET = "scisci"
 TASKS = ("gt_llm", "gt_random", "llm_random")
-ROWS = {  # method -> (classifier, node features, the LLM source it reads)
-    "rf_struct": ("rf", "struct", "headline"), "rf_embed": ("rf", "embed", "headline"),
-    "gcn_struct": ("gcn", "struct", "headline"), "gcn_embed": ("gcn", "embed", "headline"),
-    "rf_random_vec": ("rf", "random_vec", "headline"),
-    "rf_embed_low_rank": ("rf", "embed", "low"), "rf_embed_high_rank": ("rf", "embed", "high"),
+ROWS = {  # method -> (classifier, node features, the LLM source it reads, the tasks it runs on)
+    "rf_struct": ("rf", "struct", "headline", TASKS), "rf_embed": ("rf", "embed", "headline", TASKS),
+    "gcn_struct": ("gcn", "struct", "headline", TASKS), "gcn_embed": ("gcn", "embed", "headline", TASKS),
+    # the metadata row (audit M1): the references' popularity and age alone, no structure, no text
+    "rf_meta": ("rf", "meta", "headline", ("gt_llm",)),
+    # the structure rows on the same size-matched graphs without the focal -- reference star (audit M4)
+    "rf_struct_nostar": ("rf", "struct_nostar", "headline", TASKS),
+    "gcn_struct_nostar": ("gcn", "struct_nostar", "headline", ("gt_llm",)),  # GT vs LLM only: CPU budget
+    # the paper's control of GT vs GPT: a fixed random vector per PaperID, and fresh draws per node
+    "rf_random_vec": ("rf", "random_vec", "headline", ("gt_llm",)),
+    "rf_random_vec_fresh": ("rf", "random_vec_fresh", "headline", ("gt_llm",)),
+    "rf_embed_low_rank": ("rf", "embed", "low", ("gt_llm",)),
+    "rf_embed_high_rank": ("rf", "embed", "high", ("gt_llm",)),
 }
 
 
@@ -88,19 +96,23 @@ def prepare(job) -> dict:
     adj = build.adjacency_among(raw, nodes)
     ids = np.array(sorted(nodes), np.int64)
     emb = _embeddings(job, raw, ids)
-    save_arrays(out / "embeddings.npz", ids=ids, emb=emb)
+    meta = tables["papers"] if spec["source"] == "synthetic" else build.read_tables(raw, ids)["papers"]
+    meta = meta[meta.PaperID.isin(ids)]
+    cites, year = dict(zip(meta.PaperID, meta.Citation_Count)), dict(zip(meta.PaperID, meta.Year))
+    # node metadata for the metadata row: log(1 + citations) and publication year
+    node_meta = np.array([[np.log1p(cites.get(int(i), 0)), year.get(int(i), np.nan)] for i in ids], np.float32)
+    save_arrays(out / "embeddings.npz", ids=ids, emb=emb, meta=node_meta)
     pairs = {"gt_random": (gt, rnd)}
     for which, key in sources.items():
         pairs[task_name("gt_llm", which)] = (gt, llm[key])
         if which == "headline":
             pairs["llm_random"] = (llm[key], rnd)
+    star = bool(cfg["graph"]["star"])
     for name, (a, b) in pairs.items():
-        build.save_task(out, name, build.task_arrays(name, focal, a, b, adj, spec["data_seed"]))
+        nostar = star and name in TASKS  # the no-star structure rows run on the headline tasks
+        build.save_task(out, name, build.task_arrays(name, focal, a, b, adj, spec["data_seed"], star, nostar))
     # the mechanism check, before any classifier: how each source's lists differ
     by_id = {int(i): emb[k] for k, i in enumerate(ids)}
-    meta = tables["papers"] if spec["source"] == "synthetic" else build.read_tables(raw, ids)["papers"]
-    meta = meta[meta.PaperID.isin(ids)]
-    cites, year = dict(zip(meta.PaperID, meta.Citation_Count)), dict(zip(meta.PaperID, meta.Year))
     described = {"gt": gt, "random": rnd, **{f"llm_{w}": llm[k] for w, k in sources.items()}}
     summary = {"focal": int(len(focal)), "nodes": int(len(ids)), "embedding_dim": int(emb.shape[1])}
     for name, lists in described.items():
@@ -119,9 +131,9 @@ def _embeddings(job, raw: Path, ids: np.ndarray) -> np.ndarray:
 
 
 def _tasks(method: str) -> list[str]:
-    _, feats, which = ROWS[method]
-    # the random-vector control is the paper's control of GT vs GPT; the rank sweep is GT vs LLM only
-    return [task_name("gt_llm", which)] if which != "headline" or feats == "random_vec" else list(TASKS)
+    # the random-vector controls are the paper's control of GT vs GPT; the rank sweep is GT vs LLM only
+    _, _, which, tasks = ROWS[method]
+    return [task_name(t, which) for t in tasks]
 
 
 class _Inputs:
@@ -131,6 +143,7 @@ class _Inputs:
         self.prepared, self.tasks = prepared, {}
         stored = load_arrays(prepared / "embeddings.npz")
         self.emb, self.row = stored["emb"], {int(i): k for k, i in enumerate(stored["ids"])}
+        self.meta = stored["meta"]
 
     def task(self, name: str) -> dict:
         if name not in self.tasks:
@@ -140,10 +153,15 @@ class _Inputs:
 
 def _fit(cfg: dict, method: str, inputs: _Inputs, task: str, seed: int) -> dict:
     """One classifier of a row on one task and seed: test accuracy and F1."""
-    kind, feats, _ = ROWS[method]
+    kind, feats, _, _ = ROWS[method]
     data = inputs.task(task)
+    if feats == "struct_nostar":
+        if "struct_nostar" in data:
+            data = {**data, "edges": data["edges_nostar"], "edge_offsets": data["edge_offsets_nostar"]}
+        else:  # graph.star=false: the headline graphs have no star already
+            feats = "struct"
     parts = classify.split(data["pair"], seed, tuple(cfg["eval"]["split"]))
-    x = classify.node_matrix(data, feats, inputs.emb, inputs.row, seed)
+    x = classify.node_matrix(data, feats, inputs.emb, inputs.row, seed, inputs.meta)
     if kind == "rf":
         result = classify.random_forest(classify.graph_vectors(data, feats, x), data["labels"], parts, cfg["rf"], seed)
     else:
@@ -164,7 +182,7 @@ def train(job) -> dict:
 
 def evaluate(job) -> dict:
     cfg, prepared = job.cfg, job.prepared_dir(DATASET)
-    kind, feats, which = ROWS[job.method]
+    kind, _, which, _ = ROWS[job.method]
     if which not in llm_sources(cfg):  # full scale: no rank sweep (one GPT-4o)
         return {"records": []}
     inputs = _Inputs(prepared)

@@ -12,12 +12,13 @@ PAPER = Paper(
     arxiv="2506.06281",
     openreview="cBxuzdUDNx",
     code="https://github.com/mbzuai-oryx/TerraFM",
-    methods=("random", "s2_dino", "modality_aug", "dual_center"),   # table rows, in order
+    methods=("random", "raw_stats", "s2_dino", "modality_aug", "dual_center"),   # table rows, in order
     datasets=("majortom",),   # mini-Major-TOM (tiny, smoke) / Major-TOM Core parts (full)
-    metrics=("oa", "balanced_acc", "tail_acc", "collapsed"),
+    metrics=("oa", "balanced_acc", "tail_acc", "collapsed", "mean_h_norm", "first_loss", "last_loss", "trained",
+             "center_gap", "dual_kl", "dual_active"),
     figures=("knn_accuracy.png",),
     stage_module="iclr26.papers.terrafm.stages",
     gpu_stages=("train",),   # evaluate: frozen features and kNN on the CPU node
     data_reads=("eval",),    # prepare's pre-arm checks use the kNN settings
-    training_free=("random",),
+    training_free=("random", "raw_stats"),
 )

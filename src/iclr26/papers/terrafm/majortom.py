@@ -200,7 +200,8 @@ def dominant_code(codes: np.ndarray) -> int:
 # ----------------------------------------------------------------------------- loader
 def on_grid(bands: list[np.ndarray], tile_px: int | None) -> list[np.ndarray]:
     """Bands on one 10 m grid: Major-TOM keeps each band at its native resolution (20 m and 60 m
-    bands are smaller rasters), so each is resized bilinearly to the largest band's size; then the
+    bands are smaller rasters), so each is upsampled to the largest band's size with nearest
+    neighbours, as Major-TOM's embedder does (MajorTOM_Embedder.py); then the
     centre tile_px square (None: the whole raster)."""
     from PIL import Image
 
@@ -208,7 +209,7 @@ def on_grid(bands: list[np.ndarray], tile_px: int | None) -> list[np.ndarray]:
     out = []
     for b in bands:
         if b.shape[0] != size:
-            b = np.asarray(Image.fromarray(b.astype(np.float32)).resize((size, size), Image.BILINEAR))
+            b = np.asarray(Image.fromarray(b.astype(np.float32)).resize((size, size), Image.NEAREST))
         if tile_px and tile_px < size:
             o = (size - tile_px) // 2
             b = b[o:o + tile_px, o:o + tile_px]
@@ -315,25 +316,33 @@ class RangedHTTPFile(io.RawIOBase):
         return len(data)
 
 
-def read_rows_ranged(url: str, rows: list[int]) -> list[dict]:
-    """The given rows of a remote parquet part, reading only the row groups that hold them."""
+def read_cells_ranged(url: str, groups: dict[str, int]):
+    """Yield, for each grid cell, its row of a remote parquet part as a one-row pyarrow Table,
+    reading only its row group: Major-TOM's metadata `parquet_row` is a row-group index (its helper
+    reads `pf.read_row_group(parquet_row)`); the row is the group's row with that grid_cell."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from iclr26.core.errors import DataError
+
     pf = pq.ParquetFile(RangedHTTPFile(url))
-    starts = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
-    out = []
-    for row in sorted(rows):
-        g = int(np.searchsorted(starts, row, side="right") - 1)
-        out.append(pf.read_row_group(g).slice(row - starts[g], 1).to_pylist()[0])
-    return out
+    for cell, g in sorted(groups.items(), key=lambda kv: kv[1]):
+        if not 0 <= g < pf.num_row_groups:
+            raise DataError(f"{url}: parquet_row {g} of {cell} is not a row group (the part has {pf.num_row_groups})")
+        table = pf.read_row_group(g)
+        hit = table.filter(pc.equal(table["grid_cell"], cell))
+        if hit.num_rows == 0:
+            raise DataError(f"{url}: row group {g} does not hold grid cell {cell}, which metadata.parquet names for it")
+        yield hit.slice(0, 1)
 
 
 def acquire_hub(spec: dict, out: Path, log=print) -> dict:
     """Full scale: each collection's metadata.parquet at its pinned commit (core.acquire.download),
     the grid cells present in all three and in the WorldCover labels table placed at
     `worldcover_dir`, a stable sample of `n_cells_total` of them, and each chosen cell's row read
-    from its part by HTTP range requests (row groups only; the commit in the URL pins the bytes),
-    written as one part per collection in the same schema."""
+    from its part by HTTP range requests (its row group only: `parquet_row` is a row-group index, as
+    Major-TOM's helpers read it; the commit in the URL pins the bytes), streamed row by row into one
+    part per collection in the same schema (pyarrow ParquetWriter: one patch in memory at a time)."""
     import os
     from urllib.parse import quote
 
@@ -366,19 +375,22 @@ def acquire_hub(spec: dict, out: Path, log=print) -> dict:
                 taken.add(r["grid_cell"])
                 name = r["parquet_url"].split("/resolve/", 1)[1].split("/", 1)[1]   # <rev>/images/part_...
                 by_part.setdefault(name, {})[r["grid_cell"]] = int(r["parquet_row"])
-        kept = []
-        for name in sorted(by_part):
-            url = f"{endpoint}/datasets/{pin['hub_id']}/resolve/{pin['revision']}/{quote(name)}"
-            got = read_rows_ranged(url, list(by_part[name].values()))
-            if {r["grid_cell"] for r in got} != set(by_part[name]):
-                raise DataError(f"{pin['hub_id']} {name}: rows {sorted(by_part[name].values())} are not the cells "
-                                "metadata.parquet names for them")
-            kept.extend(got)
-            log(f"{key}: {name} read, {len(kept)} cells so far")
         dest = out / COLLECTIONS[key] / "images" / "part_00001.parquet"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(kept), dest, row_group_size=1)
-        info[key] = {"hub_id": pin["hub_id"], "revision": pin["revision"], "cells": len(kept), "parts": len(by_part)}
+        writer, kept = None, 0
+        try:   # streamed: one patch (tens of MB) in memory at a time, never the whole collection
+            for name in sorted(by_part):
+                url = f"{endpoint}/datasets/{pin['hub_id']}/resolve/{pin['revision']}/{quote(name)}"
+                for row in read_cells_ranged(url, by_part[name]):
+                    if writer is None:
+                        writer = pq.ParquetWriter(dest, row.schema)
+                    writer.write_table(row.cast(writer.schema), row_group_size=1)
+                    kept += 1
+                log(f"{key}: {name} read, {kept} cells so far")
+        finally:
+            if writer is not None:
+                writer.close()
+        info[key] = {"hub_id": pin["hub_id"], "revision": pin["revision"], "cells": kept, "parts": len(by_part)}
     (out / "worldcover").mkdir(parents=True, exist_ok=True)
     table = pq.read_table(wc)
     mask = [c in chosen for c in table.column("grid_cell").to_pylist()]

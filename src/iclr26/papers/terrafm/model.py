@@ -5,8 +5,9 @@ Encoder (terrafm.py, read in mbzuai-oryx/TerraFM): three modality-specific patch
 (S2-L2A 12 bands, S2-L1C 12 bands, S1-RTC 2 bands) to a wide width A = 3 D, a learned vector per
 modality added to every token, then a shared token projection: a bias-free linear (the "value" of
 the cross-attention), LayerNorm, a linear, and a linear down to D. When several modalities of one
-location are fed together, their value tokens are combined per patch by an attention-weighted mean
-over modalities (the released file does not show the query/key: here one learned query per patch
+location are fed together, their normed value tokens are combined per patch (after the LayerNorm,
+before the second linear, the order of terrafm.py's TokenProjection docstring) by an
+attention-weighted mean over modalities (the released file does not show the query/key: here one learned query per patch
 position and a linear key per token, softmax over the modalities at scale 1/sqrt(A), card 12 §2).
 A CLS token, position embeddings (interpolated for local crops, as DINO) and pre-norm transformer
 blocks (torch.nn.TransformerEncoderLayer, LayerNorm eps 1e-6); the output is the normed CLS token.
@@ -16,6 +17,10 @@ DINO (Caron et al. 2021): loss sum over pairs of distinct views of
 of the batch-mean teacher logits. Dual centering (TerraFM, formula not seen; card 12 §2's reading):
 a second centre c2, the EMA of the teacher logits averaged with weights 1 / (frequency of the
 tile's dominant WorldCover class), and the teacher target softmax((g_t - lam c1 - (1 - lam) c2) / tau_t).
+Options (config `train`): one pair of centres per view kind (S1, L1C, L2A, fused), the modality drawn
+per sample or per view, DINO's lr scaling, teacher-temperature warmup, freeze_last_layer, and the end
+value of the teacher momentum (DINO: cosine to 1). The run logs the loss, the teacher's target entropy
+and, over its last 10 steps, what the second centre does to the targets (max|c2 - c1| / tau_t, KL).
 """
 from __future__ import annotations
 
@@ -64,14 +69,15 @@ class TerraEncoder(nn.Module):
         tokens = {m: self.embed[m](x).flatten(2).transpose(1, 2) + self.modality[m] for m, x in views.items()}
         n = int(math.isqrt(next(iter(tokens.values())).shape[1]))
         pos, query = self._grid_params(n)
-        values = torch.stack([self.value(t) for t in tokens.values()], 2)            # (B, N, M, A)
+        # terrafm.py's order: proj1 (the value) -> LayerNorm -> [weighted mean over modalities] -> proj2 -> proj3
+        values = torch.stack([self.proj[0](self.value(t)) for t in tokens.values()], 2)   # (B, N, M, A)
         if values.shape[2] > 1:                                                       # cross-attention fusion
             keys = torch.stack([self.key(t) for t in tokens.values()], 2)
             weights = torch.softmax((keys * query[None, :, None]).sum(-1) / math.sqrt(self.wide), dim=2)
             fused = (weights.unsqueeze(-1) * values).sum(2)
         else:
             fused = values[:, :, 0]
-        x = self.proj(fused)
+        x = self.proj[2](self.proj[1](fused))
         x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + pos
         return self.norm(self.blocks(x))[:, 0]
 
@@ -99,13 +105,15 @@ def build(cfg: dict) -> nn.Module:
 
 
 # ----------------------------------------------------------------------------- views
-def view_modalities(variant: str, rng, choices: list) -> list[str]:
-    """The sensors of one view: S2-L2A only for the single-modality baseline; otherwise one of
-    S1, L1C, L2A or the fusion of all three, uniformly (card 12 §6)."""
+def view_kinds(variant: str, rng, choices: list, b: int, per_sample: bool = True) -> list[str]:
+    """The sensing modality of each sample of one view, drawn like any DINO augmentation (per sample,
+    or one draw for the whole view): S2-L2A only for the single-modality baseline; otherwise S1, L1C,
+    L2A or `fused` (all three), uniformly."""
     if variant == "s2_dino":
-        return ["s2l2a"]
-    pick = choices[rng.integers(len(choices))]
-    return list(MODALITIES) if pick == "fused" else [pick]
+        return ["s2l2a"] * b
+    if not per_sample:   # one modality for the whole view (cheaper: one forward)
+        return [choices[rng.integers(len(choices))]] * b
+    return [choices[i] for i in rng.integers(len(choices), size=b)]
 
 
 def make_view(data: dict, idx: np.ndarray, size: int, modalities: list[str], rng,
@@ -123,10 +131,26 @@ def make_view(data: dict, idx: np.ndarray, size: int, modalities: list[str], rng
     return out
 
 
+def forward_view(net: nn.Module, crops: dict[str, torch.Tensor], kinds: list[str]) -> torch.Tensor:
+    """Head outputs of one view whose samples have different modalities: one forward per modality
+    kind (the samples of that kind), put back in batch order."""
+    order, outs = [], []
+    for kind in sorted(set(kinds)):
+        sel = [i for i, k in enumerate(kinds) if k == kind]
+        mods = MODALITIES if kind == "fused" else (kind,)
+        pick = torch.as_tensor(sel) if len(sel) < len(kinds) else slice(None)
+        outs.append(net.head(net.encoder({m: crops[m][pick] for m in mods})))
+        order += sel
+    out = torch.cat(outs) if len(outs) > 1 else outs[0]
+    return out if order == sorted(order) else out[torch.as_tensor(np.argsort(order))]
+
+
 # ----------------------------------------------------------------------------- DINO
-def dino_loss(student: list[torch.Tensor], teacher: list[torch.Tensor], center: torch.Tensor,
-              tau_s: float, tau_t: float) -> torch.Tensor:
-    targets = [torch.softmax((t - center) / tau_t, -1) for t in teacher]
+def dino_loss(student: list[torch.Tensor], teacher: list[torch.Tensor], center, tau_s: float,
+              tau_t: float) -> torch.Tensor:
+    """center: one tensor for every teacher view, or a list (one centre per teacher view)."""
+    centers = center if isinstance(center, (list, tuple)) else [center] * len(teacher)
+    targets = [torch.softmax((t - c) / tau_t, -1) for t, c in zip(teacher, centers)]
     total, pairs = 0.0, 0
     for i, p in enumerate(targets):
         for j, s in enumerate(student):
@@ -143,9 +167,32 @@ def class_weights(labels: np.ndarray, n_classes: int) -> np.ndarray:
     return 1.0 / np.maximum(freq[labels], 1e-12)
 
 
+def base_lr(tr: dict) -> float:
+    """DINO's linear scaling rule when `lr_base` is given: lr = lr_base x batch / 256."""
+    return tr["lr_base"] * tr["batch_size"] / 256 if tr.get("lr_base") is not None else tr["lr"]
+
+
+def tau_t_at(tr: dict, step: int) -> float:
+    """DINO's teacher-temperature warmup: linear from tau_t_start to tau_t over the first
+    tau_t_warmup_fraction of the steps, then constant."""
+    start, n = tr.get("tau_t_start", tr["tau_t"]), int(tr.get("tau_t_warmup_fraction", 0) * tr["steps"])
+    return start + (tr["tau_t"] - start) * step / n if step < n else tr["tau_t"]
+
+
+def centre_shift(logits: torch.Tensor, c1: torch.Tensor, c2: torch.Tensor, lam: float, tau_t: float) -> tuple:
+    """What the second centre does to the teacher's targets: ||c2 - c1||_inf / tau_t and the mean
+    KL(target under c1 || target under lam c1 + (1 - lam) c2) over the batch (nats)."""
+    p1 = torch.log_softmax((logits - c1) / tau_t, -1)
+    pm = torch.log_softmax((logits - lam * c1 - (1 - lam) * c2) / tau_t, -1)
+    kl = (p1.exp() * (p1 - pm)).sum(-1).mean()
+    return float((c2 - c1).abs().max() / tau_t), float(kl)
+
+
 def pretrain(cfg: dict, data: dict, variant: str, seed: int, log=print, device: str = "cpu") -> dict:
-    """DINO pretraining of one variant (s2_dino, modality_aug, dual_center); returns the student
-    and the teacher's final centres."""
+    """DINO pretraining of one variant (s2_dino, modality_aug, dual_center); returns the student,
+    the teacher, the teacher's final S2-L2A centre, the loss curve and the centre diagnostics.
+    With `center_per_modality` each view kind (S1, L1C, L2A, fused) keeps its own centres c1, c2
+    (each an EMA of the teacher outputs of that kind's views only)."""
     tr, m = cfg["train"], cfg["model"]
     torch.manual_seed(seed)
     rng = np.random.default_rng([seed, 7])
@@ -154,46 +201,69 @@ def pretrain(cfg: dict, data: dict, variant: str, seed: int, log=print, device: 
     teacher.load_state_dict(student.state_dict())
     for p in teacher.parameters():
         p.requires_grad_(False)
-    opt = torch.optim.AdamW(student.parameters(), lr=tr["lr"], weight_decay=tr["weight_decay"])
+    lr0 = base_lr(tr)
+    opt = torch.optim.AdamW(student.parameters(), lr=lr0, weight_decay=tr["weight_decay"])
     steps, warm = tr["steps"], max(1, int(tr["warmup_fraction"] * tr["steps"]))
+    freeze = int(tr.get("freeze_last_fraction", 0) * steps)
+    per_mod = bool(tr.get("center_per_modality", False))
     k = m["prototypes"]
-    c1, c2 = torch.zeros(k, device=device), torch.zeros(k, device=device)
+    kinds_all = ("s1rtc", "s2l1c", "s2l2a", "fused") if per_mod else ("all",)
+    c1 = torch.zeros(len(kinds_all), k, device=device)
+    c2 = torch.zeros(len(kinds_all), k, device=device)
     weights = torch.from_numpy(class_weights(data["label"], cfg["data"]["majortom"]["n_classes"])).float().to(device)
     lam = tr["dual_lambda"] if variant == "dual_center" else 1.0
-    n = len(data["label"])
-    curve = []
+    n, b = len(data["label"]), tr["batch_size"]
+    curve, shifts, ent = [], [], []
     for step in range(steps):
-        lr = tr["lr"] * (step + 1) / warm if step < warm else \
-            tr["lr"] * 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, steps - warm)))
+        lr = lr0 * (step + 1) / warm if step < warm else \
+            lr0 * 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, steps - warm)))
         for g in opt.param_groups:
             g["lr"] = lr
-        idx = rng.choice(n, tr["batch_size"], replace=False)
+        tau_t = tau_t_at(tr, step)
+        idx = rng.choice(n, b, replace=False)
         sizes = [m["global_crop"]] * 2 + [m["local_crop"]] * tr["local_crops"]
-        views = [make_view(data, idx, size, view_modalities(variant, rng, tr["view_choices"]), rng, device)
-                 for size in sizes]
-        globals_ = views[:2]
+        kinds = [view_kinds(variant, rng, tr["view_choices"], b, tr.get("modality_per_sample", True)) for _ in sizes]
+        crops = [make_view(data, idx, size, sorted({mm for kd in set(kk) for mm in
+                                                    (MODALITIES if kd == "fused" else (kd,))}), rng, device)
+                 for size, kk in zip(sizes, kinds)]
+        slots = [torch.as_tensor([kinds_all.index(kd) if per_mod else 0 for kd in kk], device=device)
+                 for kk in kinds[:2]]   # each teacher sample's centre
         with torch.no_grad():
-            t_out = [teacher.head(teacher.encoder(v)) for v in globals_]
-        s_out = [student.head(student.encoder(v)) for v in views]
-        center = lam * c1 + (1 - lam) * c2
-        loss = dino_loss(s_out, t_out, center, tr["tau_s"], tr["tau_t"])
+            t_out = [forward_view(teacher, c, kk) for c, kk in zip(crops[:2], kinds[:2])]
+        s_out = [forward_view(student, c, kk) for c, kk in zip(crops, kinds)]
+        centers = [lam * c1[sl] + (1 - lam) * c2[sl] for sl in slots]
+        loss = dino_loss(s_out, t_out, centers, tr["tau_s"], tau_t)
+        with torch.no_grad():
+            p = torch.softmax((t_out[0] - centers[0]) / tau_t, -1)
+            ent.append(float(-(p * torch.log(p + 1e-12)).sum(-1).mean() / math.log(k)))
         opt.zero_grad()
         loss.backward()
+        if step < freeze:   # DINO's freeze_last_layer: the prototypes stay fixed at the start
+            student.head.last.grad = None
         torch.nn.utils.clip_grad_norm_(student.parameters(), tr["clip_grad"])
         opt.step()
         with torch.no_grad():
-            mom = 1 - (1 - tr["ema"]) * 0.5 * (1 + math.cos(math.pi * step / steps))
+            end = tr.get("ema_final", 1.0)   # DINO: cosine from ema to 1
+            mom = end - (end - tr["ema"]) * 0.5 * (1 + math.cos(math.pi * step / steps))
             for ps, pt in zip(student.parameters(), teacher.parameters()):
                 pt.mul_(mom).add_(ps.detach(), alpha=1 - mom)
-            batch = torch.cat(t_out)
-            c1 = c1 * tr["center_momentum"] + batch.mean(0) * (1 - tr["center_momentum"])
+            if step >= steps - 10:   # the second centre's effect on the targets (dual_lambda even if unused)
+                shifts.append([centre_shift(t, c1[sl], c2[sl], tr["dual_lambda"], tau_t)
+                               for t, sl in zip(t_out, slots)])
+            batch, slot = torch.cat(t_out), torch.cat(slots)
             w = weights[idx].repeat(len(t_out))
-            c2 = c2 * tr["center_momentum"] + (w[:, None] * batch).sum(0) / w.sum() * (1 - tr["center_momentum"])
+            for j in slot.unique().tolist():
+                sel = slot == j
+                c1[j] = c1[j] * tr["center_momentum"] + batch[sel].mean(0) * (1 - tr["center_momentum"])
+                c2[j] = c2[j] * tr["center_momentum"] + \
+                    (w[sel, None] * batch[sel]).sum(0) / w[sel].sum() * (1 - tr["center_momentum"])
         curve.append(float(loss.detach()))
         if step % 50 == 0:
             log(f"{variant} seed {seed} step {step}: loss {curve[-1]:.3f}")
-    return {"student": student.cpu(), "teacher": teacher.cpu(), "center": (lam * c1 + (1 - lam) * c2).cpu(),
-            "curve": curve}
+    s2 = kinds_all.index("s2l2a") if per_mod else 0
+    shift = np.asarray(shifts, float).reshape(-1, 2).mean(0) if shifts else np.full(2, np.nan)
+    return {"student": student.cpu(), "teacher": teacher.cpu(), "center": (lam * c1[s2] + (1 - lam) * c2[s2]).cpu(),
+            "curve": curve, "teacher_entropy": ent, "center_gap": float(shift[0]), "dual_kl": float(shift[1])}
 
 
 @torch.no_grad()
@@ -204,13 +274,14 @@ def features(net: nn.Module, x: np.ndarray, modality: str, batch: int = 512) -> 
 
 
 @torch.no_grad()
-def collapse_stats(net: nn.Module, x: np.ndarray, modality: str, center: torch.Tensor, tau_t: float) -> dict:
-    """Teacher-output entropies on evaluation chips: H(mean p) near 0 is a collapse to one prototype;
-    mean H(p) near log K is a collapse to the uniform output."""
+def collapse_stats(net: nn.Module, x: np.ndarray, modality: str, center: torch.Tensor, tau_t: float,
+                   max_entropy: float = 0.5) -> dict:
+    """Teacher-output entropies on evaluation chips (normalised by log K): H(mean p) below 0.1 is a
+    collapse to one prototype; a mean H(p) at or above `max_entropy` is a near-uniform teacher."""
     net.eval()
     logits = net.head(net.encoder({modality: torch.from_numpy(x)}))
     p = torch.softmax((logits - center) / tau_t, -1)
     log_k = math.log(p.shape[1])
     h_mean = float(-(p.mean(0) * torch.log(p.mean(0) + 1e-12)).sum()) / log_k
     mean_h = float(-(p * torch.log(p + 1e-12)).sum(-1).mean()) / log_k
-    return {"h_mean_norm": h_mean, "mean_h_norm": mean_h, "collapsed": float(h_mean < 0.1 or mean_h > 0.95)}
+    return {"h_mean_norm": h_mean, "mean_h_norm": mean_h, "collapsed": float(h_mean < 0.1 or mean_h >= max_entropy)}

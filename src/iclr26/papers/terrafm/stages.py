@@ -7,7 +7,9 @@
               chips (probe.build_arrays); the pre-arm checks (long tail; S1 and S2 both carry the label)
     train     per variant and seed: DINO pretraining (model.pretrain)            -> <variant>_s<seed>.pt
     evaluate  frozen CLS features, weighted kNN with 100% and a fraction of the training labels, on
-              the S2 (L2A) and the S1 chips: overall, balanced and tail-class accuracy; collapse flag
+              the S2 (L2A) and the S1 chips: overall, balanced and tail-class accuracy; collapse flag;
+              the training diagnostics (first/last loss, teacher entropy, trained, the second centre's
+              effect on the targets); raw_stats: the same kNN on per-band mean and sd of each chip
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ def _load(job) -> dict:
 
 
 def train(job) -> dict:
-    if job.method == "random":
+    if job.method in ("random", "raw_stats"):
         return {}
     import torch
 
@@ -62,44 +64,62 @@ def train(job) -> dict:
     def work(key):
         seed = int(key[1:])
         out = model.pretrain(job.cfg, data, job.method, seed, log=job.log, device=device)
-        torch.save({"encoder": out["teacher"].state_dict(), "center": out["center"]}, job.out_dir / f"{key}.pt")
         curve = out["curve"]
-        return {"first_loss": float(np.mean(curve[:10])), "last_loss": float(np.mean(curve[-10:]))}
+        diag = {"first_loss": float(np.mean(curve[:10])), "last_loss": float(np.mean(curve[-10:])),
+                "center_gap": out["center_gap"], "dual_kl": out["dual_kl"]}
+        torch.save({"encoder": out["teacher"].state_dict(), "center": out["center"], "diag": diag},
+                   job.out_dir / f"{key}.pt")
+        return diag
 
     return {"units": job.units([f"s{s}" for s in job.seeds], work)}
 
 
 def evaluate(job) -> dict:
-    import torch
-
-    from . import model
-
     cfg, ev = job.cfg, job.cfg["eval"]
     n_cls = cfg["data"][DATASET]["n_classes"]
     arrays = _load(job)
     y_tr, y_te = arrays["train_label"], arrays["test_label"]
     tails = probe.tail_classes(y_tr, n_cls, ev["n_tail"])
+    nan = float("nan")
     records = []
     for seed in job.seeds:
-        if job.method == "random":
-            torch.manual_seed(seed)
-            net, center = model.build(cfg), torch.zeros(cfg["model"]["prototypes"])
+        diag = {"first_loss": nan, "last_loss": nan, "center_gap": nan, "dual_kl": nan}
+        if job.method == "raw_stats":   # no encoder: per-band mean and sd of each chip (pre-arm check's features)
+            net = None
+            collapse = {"collapsed": nan, "h_mean_norm": nan, "mean_h_norm": nan}
         else:
-            state = torch.load(job.out_dir / f"s{seed}.pt", weights_only=True)   # train's run folder
-            net = model.build(cfg)
-            net.load_state_dict(state["encoder"])
-            center = state["center"]
-        collapse = model.collapse_stats(net, arrays["test_s2l2a"][: ev["collapse_chips"]], "s2l2a", center,
-                                        cfg["train"]["tau_t"])
+            import torch
+
+            from . import model
+
+            if job.method == "random":
+                torch.manual_seed(seed)
+                net, center = model.build(cfg), torch.zeros(cfg["model"]["prototypes"])
+            else:
+                state = torch.load(job.out_dir / f"s{seed}.pt", weights_only=True)   # train's run folder
+                net = model.build(cfg)
+                net.load_state_dict(state["encoder"])
+                center, diag = state["center"], state["diag"]
+            collapse = model.collapse_stats(net, arrays["test_s2l2a"][: ev["collapse_chips"]], "s2l2a", center,
+                                            cfg["train"]["tau_t"], ev["max_teacher_entropy"])
+        # training worked (fixed before the debugged recipe ran): the loss fell, the teacher is sharp
+        # (H / log K below max_teacher_entropy) and has not collapsed to one prototype (H(mean p) / log K >= 0.1)
+        trained = nan if job.method in ("random", "raw_stats") else \
+            float(diag["last_loss"] < diag["first_loss"] and collapse["collapsed"] == 0.0)
+        dual_active = float(trained == 1.0 and diag["dual_kl"] >= ev["min_dual_kl"]) \
+            if job.method == "dual_center" else nan
         for modality, name in (("s2l2a", "s2"), ("s1rtc", "s1")):
-            f_tr = model.features(net, arrays[f"train_{modality}"], modality)
-            f_te = model.features(net, arrays[f"test_{modality}"], modality)
+            if net is None:
+                f_tr, f_te = (probe.raw_features(arrays[f"{p}_{modality}"]) for p in ("train", "test"))
+            else:
+                f_tr = model.features(net, arrays[f"train_{modality}"], modality)
+                f_te = model.features(net, arrays[f"test_{modality}"], modality)
             for labels, fraction in (("full", 1.0), ("low", ev["low_label_fraction"])):
                 keep = np.arange(len(y_tr)) if fraction >= 1 else probe.subset(y_tr, fraction, seed)
                 pred = probe.knn_predict(f_tr[keep], y_tr[keep], f_te, ev["k"], ev["temperature"], n_cls)
                 records.append({"seed": seed, "modality": name, "labels": labels, "n_labels": int(len(keep)),
-                                **probe.scores(y_te, pred, tails), "collapsed": collapse["collapsed"],
-                                "h_mean_norm": collapse["h_mean_norm"], "mean_h_norm": collapse["mean_h_norm"]})
+                                **probe.scores(y_te, pred, tails), **collapse, **diag,
+                                "trained": trained, "dual_active": dual_active})
     return {"records": records}
 
 
