@@ -237,3 +237,28 @@ def test_the_acquire_stage_fetches_the_pinned_model_with_the_data(hub, hub_datas
     assert info["test"]["rows"] == 9 and (tmp_path / "raw" / "test.jsonl").exists()
     assert info["model"]["revision"] == HubHandler.commit and info["model"]["bytes"] > 0
     assert local_snapshot(_spec(tmp_path)) == Path(info["model"]["path"])
+
+
+def test_md5_pin_is_checked_and_the_sha256_recorded(server, tmp_path):
+    """A host that publishes md5 only (Zenodo): the md5 is checked, the manifest gets the sha256."""
+    from iclr26.core.acquire import download_pinned
+
+    url, _ = server
+    md5 = hashlib.md5(PAYLOAD).hexdigest()
+    got = download_pinned({"url": f"{url}/data.bin", "md5": md5}, tmp_path / "data.bin", backoff=0)
+    assert got["sha256"] == SHA and (tmp_path / "data.bin").read_bytes() == PAYLOAD
+    with pytest.raises(DataError, match="md5 mismatch"):
+        download(f"{url}/data.bin", tmp_path / "other.bin", None, md5="0" * 32, backoff=0)
+    assert not (tmp_path / "other.bin").exists() and not (tmp_path / "other.bin.part").exists()
+    with pytest.raises(DataError, match="no sha256 or md5"):
+        download_pinned({"url": f"{url}/data.bin"}, tmp_path / "x.bin")
+
+
+def test_preflight_accepts_an_md5_pinned_url_only():
+    from iclr26.core.preflight import external_sources
+
+    def problem(pin):
+        return external_sources({"data": {"d": {"url": "https://zenodo.org/x.7z", **pin}}})[0]["problem"]
+
+    assert problem({"md5": "c8b05bc7acdb13895bb3c6a29608667e"}) is None
+    assert problem({"md5": "c8b05bc7"}) is not None and problem({}) is not None

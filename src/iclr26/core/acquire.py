@@ -34,15 +34,18 @@ def download(
     timeout: float = 60.0,
     backoff: float = 1.0,
     progress=None,
+    md5: str | None = None,
 ) -> Path:
     """Download `url` to `dest`, resuming a partial `dest.part` with an HTTP Range request,
-    retrying transient failures with exponential backoff, and checking the sha256.
+    retrying transient failures with exponential backoff, and checking the sha256 (and the md5,
+    when given: for hosts such as Zenodo that publish md5 only; `download_pinned` then records the
+    sha256 of what was downloaded).
 
     A file already at `dest` with the right checksum is kept (no network). A checksum mismatch
     deletes the partial file and raises DataError naming the URL and both digests.
     """
     dest = Path(dest)
-    if dest.exists() and (sha256 is None or sha256_file(dest) == sha256):
+    if dest.exists() and (sha256 is None or sha256_file(dest) == sha256) and (md5 is None or md5_file(dest) == md5):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
@@ -64,8 +67,31 @@ def download(
         if got != sha256:
             part.unlink(missing_ok=True)
             raise DataError(f"download {url}: sha256 mismatch (expected {sha256}, got {got})")
+    if md5 is not None:
+        got = md5_file(part)
+        if got != md5:
+            part.unlink(missing_ok=True)
+            raise DataError(f"download {url}: md5 mismatch (expected {md5}, got {got})")
     os.replace(part, dest)
     return dest
+
+
+def md5_file(path: str | os.PathLike) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def download_pinned(spec: dict, dest: str | os.PathLike, **kwargs) -> dict:
+    """Download a config source `{url, sha256 | md5}` to `dest` (core.acquire.download); returns
+    {url, file, sha256} with the sha256 of what was downloaded, whichever digest pinned it, so the
+    manifest holds a sha256 even for an md5-pinned file. A source pinned by neither: DataError."""
+    if not (spec.get("sha256") or spec.get("md5")):
+        raise DataError(f"{spec.get('url')}: no sha256 or md5 pin in the config")
+    path = download(spec["url"], dest, spec.get("sha256"), md5=spec.get("md5"), **kwargs)
+    return {"url": spec["url"], "file": path.name, "sha256": sha256_file(path)}
 
 
 def _fetch(url: str, part: Path, timeout: float, progress) -> None:

@@ -5,7 +5,7 @@ method and seed block, with each job's resources as core.config.job_resource giv
 Slurm) and prints one line per problem, before a GPU hour is spent; exit status 1 if any:
 
 - **pins**: a hub model (`model.source` that is a hub id) or hub dataset file (`hub_id`) without a
-  40-hex commit `revision`; a `url` without a 64-hex `sha256`; a package in requirements.txt or
+  40-hex commit `revision`; a `url` without a 64-hex `sha256` (or a 32-hex `md5`); a package in requirements.txt or
   envs/*.yaml without an exact pin (`==`, or `=` for conda).
 - **GPUs**: a stage whose code picks a device (reaches core.runtime.pick_device, by a static scan of
   the paper's and core's modules) under `device: cuda`, or a stage in the paper's `gpu_stages`, that
@@ -99,6 +99,7 @@ from .paper import Paper, all_papers, get_paper
 SRC = REPO_ROOT / "src"
 GB = 1e9
 HEX40, HEX64 = re.compile(r"[0-9a-f]{40}"), re.compile(r"[0-9a-f]{64}")
+HEX32 = re.compile(r"[0-9a-f]{32}")
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 GPU_MARK = ("iclr26.core.runtime", "pick_device")  # the one place a job picks its device
 # job.units / job.checkpointer / core.lm.generate.resume_in (every generation batch saved): the job resumes
@@ -352,8 +353,10 @@ def external_sources(cfg: dict) -> list[dict]:
             elif node.get("url"):
                 # a file's content pin: its sha256, or (a file of a git repository at a pinned commit, whose
                 # bytes the stored snapshot lacked) its git blob id, which core.acquire checks just the same
+                # (or, for a host that publishes md5 only, e.g. Zenodo, its md5: core.acquire.download_pinned
+                # checks it and records the sha256 of what it downloaded)
                 sha, blob = str(node.get("sha256") or ""), str(node.get("git_blob") or "")
-                pinned = HEX64.fullmatch(sha) or HEX40.fullmatch(blob)
+                pinned = HEX64.fullmatch(sha) or HEX40.fullmatch(blob) or HEX32.fullmatch(str(node.get("md5") or ""))
                 found.append({"kind": "url", "id": node["url"], "where": where, "bytes": _size(node),
                               "estimated": False,
                               "problem": None if pinned else
