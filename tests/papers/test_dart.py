@@ -74,7 +74,7 @@ def test_full_scale_clotho_from_md5_pinned_7z_archives(static_server, tmp_path):
            "top_db": 80.0, "frames": 4}
     src = tmp_path / "src"
     data.synthesise({"mel": mel, "data_seed": 1, "n_events": 3, "n_dev": 5, "n_eval": 4, "noise_floor": 0.003,
-                     "nuisance": {"df": 2.0, "scale": 0.05}}, src)
+                     "nuisance": {"df": 2.0, "scale": 0.05, "bands": [3, 7]}}, src)
     root, base = static_server
     files = {}
     for split in data.SPLITS:
@@ -99,3 +99,24 @@ def test_full_scale_clotho_from_md5_pinned_7z_archives(static_server, tmp_path):
     files["development"]["audio"]["md5"] = hashlib.md5(b"not a 7z archive").hexdigest()
     with pytest.raises(DataError, match="cannot unpack clotho_audio_development.7z"):
         data.acquire_zenodo(spec, tmp_path / "raw3")
+
+
+def test_nuisance_share_and_fixed_steps():
+    """The precondition's nuisance share is the Jacobian's share on the nuisance inputs (0 when the
+    encoder ignores them, 1 when it reads only them); every batch size takes train.steps steps."""
+    from iclr26.papers.dart import training
+
+    torch.manual_seed(0)
+    net = training.Encoders(6, 5, 16, 4, 3)
+    x = torch.randn(20, 6)
+    with torch.no_grad():
+        net.audio[0].weight[:, [1, 4]] = 0.0
+    assert torch.allclose(training.nuisance_share(net, x, [1, 4]), torch.zeros(4))
+    assert torch.allclose(training.nuisance_share(net, x, [0, 2, 3, 5]), torch.ones(4))
+    assert training.nuisance_share(net, x, []) is None
+    cfg = {"data": {"clotho": {"nuisance": {"bands": [2, 5]}, "mel": {"n_mels": 8}}}}
+    assert training.nuisance_features(cfg) == [2, 5, 10, 13]
+    tcfg = {"steps": 7, "batch_sizes": [8, 64]}
+    assert training.total_steps(tcfg, 100) == 7
+    with pytest.raises(ValueError):
+        training.total_steps(tcfg, 40)

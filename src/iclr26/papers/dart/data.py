@@ -3,9 +3,10 @@
 Tiny/smoke (`synthesise`): `clotho_captions_{development,evaluation}.csv` (file_name,
 caption_1..caption_5) and clips `{development,evaluation}/<file_name>` (16 kHz mono wav). A clip
 is one sound event (class-specific partials at mel-band centres) with two attributes, loudness
-(gain) and distance (high partials attenuated), plus a modality-specific nuisance: a tone burst
-in a random band with a Student-t amplitude (heavy-tailed, high-variance log-mel channels that no
-caption describes: what the reliability-aware marginals should down-weight). Captions: the event
+(gain) and distance (high partials attenuated), plus a modality-specific nuisance: in each of a
+fixed set of mel bands (`nuisance.bands`, disjoint from the event bands; card 09 section 6.1) a tone
+with an independent Student-t amplitude per clip (heavy-tailed, high-variance log-mel channels that
+no caption describes: what the reliability-aware marginals should down-weight). Captions: the event
 name and attribute words in random order among filler words (5 per clip).
 Full (`acquire_zenodo`): Clotho v2.1 from Zenodo record 4783391, each file pinned by the md5 the
 record publishes (core.acquire.download_pinned records its sha256); the `.7z` audio archives are
@@ -47,10 +48,12 @@ def synthesise(cfg: dict, out: Path) -> dict:
     rng = np.random.default_rng(int(cfg["data_seed"]))
     centres = mel_centres(spec)
     n_events = int(cfg["n_events"])
-    events = [rng.choice(np.arange(1, spec.n_mels - 1), 3, replace=False) for _ in range(n_events)]
+    nz = cfg["nuisance"]
+    nuis = [int(b) for b in nz["bands"]]                 # a fixed set of bands, as card 09 section 6.1
+    clean = np.setdiff1d(np.arange(1, spec.n_mels - 1), nuis)
+    events = [rng.choice(clean, 3, replace=False) for _ in range(n_events)]
     names = [f"event{e:02d}" for e in range(n_events)]
     t = np.arange(spec.num_samples) / spec.sample_rate
-    nz = cfg["nuisance"]
     for split, n in zip(SPLITS, (int(cfg["n_dev"]), int(cfg["n_eval"]))):
         rows = []
         for i in range(n):
@@ -58,8 +61,8 @@ def synthesise(cfg: dict, out: Path) -> dict:
             amps = np.where(centres[events[e]] > 2000, 0.3 if dist else 1.0, 1.0) * (0.6 if loud else 0.15)
             wave = sum(a * np.sin(2 * np.pi * f * t + rng.uniform(0, 2 * np.pi))
                        for a, f in zip(amps, centres[events[e]]))
-            burst = abs(rng.standard_t(float(nz["df"]))) * float(nz["scale"])
-            wave = wave / 3 + burst * np.sin(2 * np.pi * centres[int(rng.integers(spec.n_mels))] * t)
+            bursts = np.abs(rng.standard_t(float(nz["df"]), len(nuis))) * float(nz["scale"])
+            wave = wave / 3 + sum(b * np.sin(2 * np.pi * centres[k] * t) for b, k in zip(bursts, nuis))
             wave = wave + float(cfg["noise_floor"]) * rng.standard_normal(len(t))
             name = f"clip_{split[:3]}_{i:05d}.wav"
             write_clip(out / split / name, np.clip(wave, -1, 1)[None], spec.sample_rate)

@@ -18,7 +18,10 @@ def sinkhorn_log(a, b, C, eps, iters):
 
 
 def iot_loss(U, V, eps=0.05, iters=10):
-    """m-LTM: squared-Euclidean cost / max, Sinkhorn plan, cross-entropy of the plan to the diagonal."""
+    """IOT in the style of m-LTM's simpler OT loss: squared-Euclidean cost / max, Sinkhorn plan,
+    -mean log(k * Pi_ii) (= KL(diag / k || Pi), m-LTM's `-sum pi_hat log pi`). Not m-LTM's full method:
+    no learned Mahalanobis metric, no partial OT for noisy pairs. The max is detached (m-LTM's is
+    not): a small difference in the gradient."""
     k = len(U)
     C = torch.cdist(U, V) ** 2
     C = C / C.max().detach()
@@ -43,7 +46,8 @@ def uwd_loss(U, V, marginal, eps=0.05, tau=1.0, iters=100):
 class RAM:
     """Reliability-aware marginals: r_j = sigmoid(corr_j - z(var_j) - z(kurt_j)), EMA over batches
     (beta), marginal r / sum r. var / kurt: mean of the two modalities, z-scored across channels
-    (card 09's choice; the paper's normalisation is not known)."""
+    (card 09's choice; the paper's normalisation is not known). The EMA smooths r itself, not the
+    variance statistic (the paper's ablation names an "EMA-variance")."""
 
     def __init__(self, d, beta=0.9):
         self.beta, self.r = beta, torch.full((d,), 0.5)

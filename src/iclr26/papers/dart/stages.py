@@ -94,6 +94,11 @@ def recalls(audio: np.ndarray, text: np.ndarray, ks=(1, 5, 10)) -> dict[str, flo
     return out
 
 
+def _num(x) -> float:
+    """A train_info value; JSON stores nan (IOT and DART w/o RAM have no RAM marginal) as null."""
+    return float("nan") if x is None else float(x)
+
+
 def evaluate(job) -> dict:
     info = read_json(job.out_dir / "train_info.json")
     records = []
@@ -102,7 +107,7 @@ def evaluate(job) -> dict:
             key = f"{s}_{b}_{c}"
             e = load_arrays(job.out_dir / f"emb_{key}.npz")
             records.append({"seed": int(s), "batch": b, "condition": c, **recalls(e["audio"], e["text"]),
-                            "ram_ratio": float(info[key]["ram_ratio"])})
+                            **{k: _num(info[key].get(k)) for k in ("ram_ratio", "ram_nuis_corr")}})
     return {"records": records}
 
 
