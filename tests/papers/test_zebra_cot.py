@@ -93,6 +93,57 @@ def test_held_out_split_is_a_stable_hash():
     picks = [hub.is_test("cfg", "s.parquet", i, 0.2) for i in range(2000)]
     assert 0.15 < np.mean(picks) < 0.25
     assert picks == [hub.is_test("cfg", "s.parquet", i, 0.2) for i in range(2000)]
+    parts = [hub.part_of("cfg", "s.parquet", i, 0.2) for i in range(2000)]
+    assert [p == "test" for p in parts] == picks and 0.15 < np.mean([p == "val" for p in parts]) < 0.25
+
+
+def test_a_config_without_parquet_files_fails_loudly(tmp_path, monkeypatch):
+    spec = {"hub_id": "x/y", "revision": "0" * 40, "configs": ["A - B"], "test_fraction": 0.1,
+            "max_train_per_config": 5, "max_test_per_config": 2}
+    monkeypatch.setattr(hub, "shards_of", lambda spec, config, endpoint: [])   # an empty hub listing
+    with pytest.raises(ValueError, match="no parquet files"):
+        hub.acquire(spec, tmp_path, log=lambda *a: None)
+
+
+def test_fed_image_accuracy_is_the_greedy_drawing_after_the_gold_prefix():
+    """The gate's part a (one teacher-forced pass) equals drawing each step's image greedily after the
+    gold steps before it (decoded one row at a time, no padding)."""
+    import torch
+
+    from iclr26.core.lm.generate import generate
+    from iclr26.core.lm.model import build_model, train_lm
+    from iclr26.core.lm.tokenizer import build_tokenizer
+    from iclr26.papers.zebra_cot.arms import fed_image_acc
+    from iclr26.papers.zebra_cot.stages import all_words, encode_rows
+
+    torch.manual_seed(0)
+    rows = data.generate({**SPEC, "targets": ["all"]}, 16, seed=5)
+    vq = {"patches": [2, 3], "pool": 4, "codebook": 8}
+    book = tokens.fit_codebook([data.decode_image(r[c]) for r in rows[:20] for c in data.image_columns(r)], vq, 0)
+    ex, _ = encode_rows(rows, book, vq)
+    tok = build_tokenizer(sorted({w for e in ex for w in all_words(e)} | set(map(tokens.code_word, range(len(book))))
+                                 | {tokens.BOI, tokens.EOI}))
+    model = build_model({"source": None, "config": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                                                    "num_key_value_heads": 2, "intermediate_size": 64,
+                                                    "max_position_embeddings": 128}}, tok, seed=0)
+    seqs, starts = [], []
+    for e in ex[:8]:   # memorised: most of their images are drawn right, the unseen rows' mostly not
+        p, t = tokens.target(e, "interleaved")
+        seqs.append(tok.convert_tokens_to_ids(p + t) + [tok.eos_token_id])
+        starts.append(len(p))
+    train_lm(model, seqs, starts, tok.pad_token_id, 80, 8, 1e-2, 0, warmup=5)
+    model.eval()
+    test = ex
+    fed = fed_image_acc(model, tok, test, {"eval": {"batch_size": 4}})
+    greedy = []
+    for e in test:
+        for k, step in enumerate(e["steps"]):
+            prompt = tok.convert_tokens_to_ids(tokens.target(e, "interleaved", k)[0] + step["text"])
+            out = generate(model, [prompt], tok.pad_token_id, tok.eos_token_id, len(step["image"]),
+                           batch_size=1).tokens[0]
+            greedy.append(list(out[: len(step["image"])]) == tok.convert_tokens_to_ids(step["image"]))
+    print(f"fed {fed:.3f} greedy {np.mean(greedy):.3f} over {len(greedy)} steps")
+    assert 0 < np.mean(greedy) < 1 and abs(fed - np.mean(greedy)) <= 1 / len(greedy) + 1e-9
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -144,6 +195,10 @@ def test_full_scale_path_offline(workdir, static_server):
     assert set(records["method"]) == {"lookup", "text_cot", "interleaved"}
     assert sorted(records[records["method"] == "interleaved"]["k"].unique()) == [0, 1, 2]   # Q, 1MT, 2MT
     assert records["accuracy"].between(0, 1).all()
-    assert records[records["method"] == "interleaved"]["gold_chain_acc"].notna().all()
+    inter = records[records["method"] == "interleaved"]
+    assert inter["fed_image_acc"].between(0, 1).all() and inter["gate_margin"].notna().all()
+    assert inter["supervised_tokens"].ge(records[records["method"] == "text_cot"]["supervised_tokens"].max()).all()
     test_rows = data.read_parquet(workdir / "data/full/zebra_cot/raw/counting/test.parquet")
     assert {r["config"] for r in test_rows} <= set(configs) and 0 < len(test_rows) <= 8
+    val_rows = data.read_parquet(workdir / "data/full/zebra_cot/raw/counting/val.parquet")
+    assert {r["config"] for r in val_rows} <= set(configs) and 0 < len(val_rows) <= 8

@@ -43,8 +43,44 @@ def decode(model, tok, examples: list[dict], arm: str, given, cfg: dict) -> dict
             "n_test": len(examples)}
 
 
+def fed_image_acc(model, tok, examples: list[dict], cfg: dict) -> float:
+    """Per-step image accuracy with the gold steps fed (the gate's part a): one teacher-forced pass
+    over each row's whole gold interleaved sequence; a step counts as drawn when the argmax at every
+    position of its image (<boi>, codes, <eoi>) is the gold word. By induction this is exactly the
+    greedy drawing of that image after the gold prefix (every earlier step and the step's thought)."""
+    import torch
+
+    from iclr26.core.lm.model import pad_batch
+
+    device = next(model.parameters()).device
+    size = int(cfg["eval"]["batch_size"])
+    hits: list[float] = []
+    for start in range(0, len(examples), size):
+        chunk = examples[start:start + size]
+        rows, spans = [], []
+        for ex in chunk:
+            prompt, tgt = tokens.target(ex, "interleaved")
+            rows.append(tok.convert_tokens_to_ids(prompt + tgt))
+            at, mine = len(prompt), []
+            for step in ex["steps"]:
+                at += len(step["text"])
+                mine.append((at, at + len(step["image"])))
+                at += len(step["image"])
+            spans.append(mine)
+        ids, mask = pad_batch(rows, tok.pad_token_id)
+        with torch.no_grad():
+            pred = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.argmax(-1).cpu()
+        for i, mine in enumerate(spans):
+            for a, b in mine:   # the logits at t - 1 predict the word at t
+                hits.append(float(torch.equal(pred[i, a - 1:b - 1], ids[i, a:b])))
+    return float(np.mean(hits)) if hits else float("nan")
+
+
 def fit_and_eval(cfg: dict, arm: str, seed: int, train_ex: list[dict], test_ex: list[dict], tok, device,
-                 log=print) -> dict:
+                 log=print, val_ex: list[dict] | None = None) -> dict:
+    """Train one arm and decode `test_ex` at k = 0..scaffold_max. For the interleaved arm, the
+    learnability gate's two numbers on `val_ex` (the validation rows; `test_ex` when None, as in
+    tune.py, whose test rows are validation rows): `fed_image_acc` and `gate_k0_acc`."""
     from iclr26.core.lm.model import build_model, train_lm
 
     tcfg = cfg["train"]
@@ -54,6 +90,7 @@ def fit_and_eval(cfg: dict, arm: str, seed: int, train_ex: list[dict], test_ex: 
         raise ValueError(f"train.max_length {limit} exceeds the model's max_position_embeddings {positions}")
     kept_train = [ex for ex in train_ex if seq_len(ex) <= limit]
     kept_test = [ex for ex in test_ex if seq_len(ex) <= limit]
+    kept_val = None if val_ex is None else [ex for ex in val_ex if seq_len(ex) <= limit]
     dropped = {"train": len(train_ex) - len(kept_train), "test": len(test_ex) - len(kept_test)}
     if dropped["train"] or dropped["test"]:
         log(f"rows longer than max_length {limit} dropped from every arm: {dropped['train']} train, "
@@ -70,16 +107,20 @@ def fit_and_eval(cfg: dict, arm: str, seed: int, train_ex: list[dict], test_ex: 
                       warmup=int(tcfg["warmup"]), log=log)
     result = {"final_loss": float(np.mean(losses[-max(1, len(losses) // 10):])), "n_train": len(kept_train),
               "n_dropped": dropped["train"] + dropped["test"],
-              "tokens_per_example": float(np.mean([len(s) for s in seqs])), "k": {}, "gold_chain_acc": None}
+              "tokens_per_example": float(np.mean([len(s) for s in seqs])),
+              "supervised_tokens": float(np.mean([len(s) - b for s, b in zip(seqs, starts)])),
+              "k": {}, "fed_image_acc": None, "gate_k0_acc": None}
     ks = range(int(cfg["eval"]["scaffold_max"]) + 1) if arm in tokens.CHAIN_ARMS else [0]
     for k in ks:
         result["k"][str(k)] = decode(model, tok, kept_test, arm, k, cfg)
-    if arm in tokens.CHAIN_ARMS:
-        top = max(ks)
-        every = top >= max(len(ex["steps"]) for ex in kept_test)   # k = top already gave every row its whole chain
-        whole = result["k"][str(top)] if every else decode(model, tok, kept_test, arm, "all", cfg)
-        result["gold_chain_acc"] = whole["accuracy"]
+    if arm == "interleaved":
+        rows = kept_test if kept_val is None else kept_val
+        result["fed_image_acc"] = fed_image_acc(model, tok, rows, cfg)
+        own = result["k"]["0"] if kept_val is None else decode(model, tok, rows, arm, 0, cfg)
+        result["gate_k0_acc"] = own["accuracy"]
+        result["n_val"] = len(rows)
     log(f"{arm} seed {seed}: loss {result['final_loss']:.3f} "
         + " ".join(f"k{k} acc {v['accuracy']:.3f}" for k, v in result["k"].items())
-        + (f" gold chain {result['gold_chain_acc']:.3f}" if result["gold_chain_acc"] is not None else ""))
+        + (f" gate (validation): fed image-step acc {result['fed_image_acc']:.3f}, k0 acc {result['gate_k0_acc']:.3f}"
+           if result["fed_image_acc"] is not None else ""))
     return result

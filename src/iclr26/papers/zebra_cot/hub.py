@@ -9,8 +9,9 @@ file's sha256 is its `lfs.oid`); a shard without a sha256 stops acquire.
 
 The dataset ships only a `train` split; the held-out test split is the pipeline's own: a row goes
 to test when the first 8 hex digits of sha256("<config>/<shard>/<row>") fall below
-`test_fraction` (stable across runs and machines, independent of the quota), as the paper's
-in-distribution split is not described.
+`test_fraction`, to validation (the learnability gate's rows) when they fall in the next
+`test_fraction`, else to train (stable across runs and machines, independent of the quota), as the
+paper's in-distribution split is not described. Validation takes up to `max_test_per_config` rows.
 """
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ from . import data
 def is_test(config: str, shard: str, index: int, fraction: float) -> bool:
     digest = hashlib.sha256(f"{config}/{shard}/{index}".encode()).hexdigest()
     return int(digest[:8], 16) / 16**8 < fraction
+
+
+def part_of(config: str, shard: str, index: int, fraction: float) -> str:
+    """"test", "val" or "train" for one row (the same hash as is_test)."""
+    if is_test(config, shard, index, fraction):
+        return "test"
+    return "val" if is_test(config, shard, index, 2 * fraction) else "train"
 
 
 def shards_of(spec: dict, config: str, endpoint: str) -> list[dict]:
@@ -46,12 +54,17 @@ def acquire(spec: dict, out_dir: Path, log=print) -> dict:
 
     endpoint = (spec.get("endpoint") or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
     fraction, quota = float(spec["test_fraction"]), {"train": int(spec["max_train_per_config"]),
-                                                     "test": int(spec["max_test_per_config"])}
-    kept: dict = {"train": [], "test": []}
+                                                     "test": int(spec["max_test_per_config"]),
+                                                     "val": int(spec["max_test_per_config"])}
+    kept: dict = {"train": [], "test": [], "val": []}
     counts = {}
     for config in spec["configs"]:
-        mine = {"train": 0, "test": 0}
-        for entry in shards_of(spec, config, endpoint):
+        mine = {"train": 0, "test": 0, "val": 0}
+        listed = shards_of(spec, config, endpoint)
+        if not listed:
+            raise ValueError(f"zebra_cot: config folder {config!r} has no parquet files at revision "
+                             f"{spec['revision']} (check data.counting.configs against the hub)")
+        for entry in listed:
             if all(mine[p] >= quota[p] for p in mine):
                 break
             shard = entry["path"]
@@ -61,16 +74,19 @@ def acquire(spec: dict, out_dir: Path, log=print) -> dict:
             url = f"{endpoint}/datasets/{spec['hub_id']}/resolve/{spec['revision']}/{quote(shard)}"
             local = download(url, Path(out_dir) / "shard.parquet", sha256=entry["sha256"])
             for index, row in enumerate(data.read_parquet(local)):
-                part = "test" if is_test(config, shard, index, fraction) else "train"
+                part = part_of(config, shard, index, fraction)
                 if mine[part] < quota[part]:
                     kept[part].append({"config": config, **row})
                     mine[part] += 1
             local.unlink()
-            log(f"{config}: {shard} read; train {mine['train']}, test {mine['test']}")
+            log(f"{config}: {shard} read; train {mine['train']}, test {mine['test']}, val {mine['val']}")
+        if not (mine["train"] and mine["test"] and mine["val"]):
+            raise ValueError(f"zebra_cot: config {config!r} gave no rows to a split: {mine}")
         counts[config] = mine
     for part, rows in kept.items():
         data.write_parquet(rows, Path(out_dir) / f"{part}.parquet")
     split = {"hub_id": spec["hub_id"], "revision": spec["revision"], "per_config": counts,
-             "how": f"test = sha256(config/shard/row)[:8] < {fraction} of 16^8, train the rest"}
+             "how": f"test = sha256(config/shard/row)[:8] < {fraction} of 16^8, validation below "
+                    f"{2 * fraction}, train the rest"}
     print(f"zebra_cot split: {split}")
     return split
