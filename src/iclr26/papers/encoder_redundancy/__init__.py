@@ -1,0 +1,24 @@
+"""Card 14: Investigating Redundancy in Multimodal Large Language Models with Multiple Vision Encoders
+(ICLR 2026, arXiv 2507.03262, OpenReview cAopJVLKvi).
+
+Project page: MaoSong2022/Encoder-Redundancy (the CUR and IG formulas); the experiment code was not found.
+"""
+from iclr26.core.paper import Paper
+
+PAPER = Paper(
+    slug="encoder_redundancy",
+    title="Investigating Redundancy in Multimodal Large Language Models with Multiple Vision Encoders",
+    arxiv="2507.03262",
+    openreview="cAopJVLKvi",
+    code="https://github.com/MaoSong2022/Encoder-Redundancy",
+    # one row: the multi-encoder model; its masked passes and its re-trained encoder subsets are
+    # evaluated in the same job so that every ratio (CUR, % of full) is paired by seed
+    methods=("multi_encoder",),
+    datasets=("minimme",),   # MiniMME in VLMEvalKit's TSV layout (tiny, smoke) / VLMEvalKit TSVs (full)
+    metrics=("acc", "rel_acc", "cur", "ig", "cur_max", "cur_min", "best_gain", "params", "macs", "train_macs",
+             "rel_macs", "rel_train_macs"),
+    figures=("masking.png",),
+    stage_module="iclr26.papers.encoder_redundancy.stages",
+    gpu_stages=("train", "evaluate"),
+    data_reads=("model", "eval"),   # prepare resizes to model.image_size; its pre-arm probe reads eval and model
+)
