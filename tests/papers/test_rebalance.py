@@ -177,15 +177,12 @@ def test_calibration_and_magnitude_errors_name_their_cause():
         control.lda_magnitudes(hidden, pos, neg, v, "median")
 
 
-def test_calibration_confidence_is_the_geometric_mean_of_the_max_prob(monkeypatch):
-    """audit 03, B1: a step's offline confidence is exp(mean log max-prob), the official value under
-    greedy decoding, whatever token the pass sampled (the sampled token's log-prob is ignored)."""
+def _calibration_setup():
+    """A 2-layer model and 8 traces of one cue step each, tokenized as the calibration pass sees them."""
     from iclr26.core.lm import traces
     from iclr26.core.lm.formats import TagFormat
-    from iclr26.core.lm.generate import Generation
     from iclr26.core.lm.model import build_model
     from iclr26.core.lm.tokenizer import build_tokenizer
-    from iclr26.papers.rebalance import calibration
 
     tok = build_tokenizer(traces.vocabulary(10))
     fmt = TagFormat(tok)
@@ -195,6 +192,16 @@ def test_calibration_confidence_is_the_geometric_mean_of_the_max_prob(monkeypatc
     rows = [{**r, "trace": r["trace"] + " <sep> wait + 1 = 1"} for r in rows]   # one cue step per trace
     tokens = [ids[n:] for ids, n in fmt.training_examples([r["problem"] for r in rows], [r["trace"] for r in rows],
                                                            [r["trace_answer"] for r in rows])]
+    return tok, fmt, model, rows, tokens
+
+
+def test_calibration_confidence_is_the_geometric_mean_of_the_max_prob(monkeypatch):
+    """audit 03, B1: a step's offline confidence is exp(mean log max-prob), the official value under
+    greedy decoding, whatever token the pass sampled (the sampled token's log-prob is ignored)."""
+    from iclr26.core.lm.generate import Generation
+    from iclr26.papers.rebalance import calibration
+
+    tok, fmt, model, rows, tokens = _calibration_setup()
     rng = np.random.default_rng(0)
     maxprob = [list(rng.uniform(0.3, 1.0, len(t))) for t in tokens]
     gen = Generation(tokens=tokens, logprob=[[math.log(0.01)] * len(t) for t in tokens], maxprob=maxprob)
@@ -217,21 +224,10 @@ def test_calibration_refuses_a_non_negative_low_val_1(monkeypatch):
     on a real model; the captured states are moved along minus their class-mean difference (which
     leaves w and v as they are and lowers both projections), so the case arises whatever the weights."""
     from iclr26.core.errors import DataError
-    from iclr26.core.lm import traces
-    from iclr26.core.lm.formats import TagFormat
     from iclr26.core.lm.generate import Generation
-    from iclr26.core.lm.model import build_model
-    from iclr26.core.lm.tokenizer import build_tokenizer
     from iclr26.papers.rebalance import calibration
 
-    tok = build_tokenizer(traces.vocabulary(10))
-    fmt = TagFormat(tok)
-    model = build_model({"config": {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
-                                    "num_attention_heads": 2}}, tok, seed=0).eval()
-    rows = traces.generate({"modulus": 10, "max_operand": 2, "n_ops": [3, 3]}, 8, seed=0)
-    rows = [{**r, "trace": r["trace"] + " <sep> wait + 1 = 1"} for r in rows]   # one cue step per trace
-    tokens = [ids[n:] for ids, n in fmt.training_examples([r["problem"] for r in rows], [r["trace"] for r in rows],
-                                                           [r["trace_answer"] for r in rows])]
+    tok, fmt, model, rows, tokens = _calibration_setup()
     maxprob = [list(np.random.default_rng(i).uniform(0.3, 1.0, len(t))) for i, t in enumerate(tokens)]
     gen = Generation(tokens=tokens, logprob=[[0.0] * len(t) for t in tokens], maxprob=maxprob)
     monkeypatch.setattr(calibration, "sample", lambda *a, **k: gen)

@@ -367,18 +367,23 @@ def typed_ok(r: Rel, st: Statement) -> bool:
     return ok(r.lhs) and ok(r.rhs) and bool(atoms(r.lhs) + atoms(r.rhs))
 
 
-def _parse_rels(toks: list[str]) -> list[Rel]:
-    rels, depth, cur = [], 0, []
-    for t in toks + ["∧"]:
+def _split_top_level(toks: list[str], sep: str) -> list[list[str]]:
+    """Split a token list at `sep` outside any brackets; an empty last part is dropped."""
+    parts, depth, cur = [], 0, []
+    for t in toks:
         depth += t in "([{⟨"
         depth -= t in ")]}⟩"
-        if t == "∧" and depth == 0:
-            rels.append(cur)
+        if t == sep and depth == 0:
+            parts.append(cur)
             cur = []
         else:
             cur.append(t)
+    return parts + [cur] if cur else parts
+
+
+def _parse_rels(toks: list[str]) -> list[Rel]:
     out = []
-    for part in rels:
+    for part in _split_top_level(toks, "∧"):
         idx = [i for i, t in enumerate(part) if t in RELS]
         if len(idx) != 1:
             raise Unsupported("not a single relation")
@@ -524,18 +529,7 @@ def _squares(e, out):
 def _split_list(toks):
     if not toks or toks[0] != "[" or toks[-1] != "]":
         raise Unsupported("fact list")
-    items, depth, cur = [], 0, []
-    for t in toks[1:-1]:
-        depth += t in "(["
-        depth -= t in ")]"
-        if t == "," and depth == 0:
-            items.append(cur)
-            cur = []
-        else:
-            cur.append(t)
-    if cur:
-        items.append(cur)
-    return items
+    return _split_top_level(toks[1:-1], ",")
 
 
 def certificate(target: Poly, facts: list[tuple[Poly, str]], strict: bool) -> bool:
