@@ -145,3 +145,15 @@ def test_a_training_free_method_has_no_train_job():
         from dataclasses import replace
 
         replace(all_papers()["rebalance"], training_free=("nosuch",))
+
+
+def test_run_methods_schedules_only_those_methods_and_a_wrong_name_is_one_line():
+    from iclr26.core.config import workflow_jobs
+
+    paper = all_papers()["evolprover"]
+    tiny = compose_job_config("evolprover", "tiny")
+    assert {j["method"] for j in workflow_jobs(paper, tiny) if "method" in j} == set(tiny["run_methods"])
+    assert set(tiny["run_methods"]) < set(paper.methods)  # a real subset: the other methods get no job
+    with pytest.raises(ConfigError, match=r"config key 'run_methods' = 'nosuch' is not allowed") as err:
+        compose_job_config("evolprover", "tiny", ("run_methods=[seed_only,nosuch]",))
+    assert "\n" not in str(err.value)
