@@ -157,3 +157,20 @@ def test_run_methods_schedules_only_those_methods_and_a_wrong_name_is_one_line()
     with pytest.raises(ConfigError, match=r"config key 'run_methods' = 'nosuch' is not allowed") as err:
         compose_job_config("evolprover", "tiny", ("run_methods=[seed_only,nosuch]",))
     assert "\n" not in str(err.value)
+
+
+def test_a_gate_as_a_claims_test_is_refused_when_composed():
+    """`every_seed` (every seed passes) is a gate, not inference: a claim's verdict may not rest on it."""
+    import copy
+
+    from iclr26.core.contract import check_job_config
+    from iclr26.core.errors import ConfigError
+    from iclr26.core.paper import get_paper
+
+    cfg = copy.deepcopy(compose_job_config("scorer", "smoke"))
+    cfg["claims"][0]["test"] = "every_seed"
+    cfg["claims"][0].pop("kind", None)
+    with pytest.raises(ConfigError, match=r"^paper scorer: claim '\S+': test 'every_seed' is a gate"):
+        check_job_config(get_paper("scorer"), cfg)
+    cfg["claims"][0]["kind"] = "check"
+    check_job_config(get_paper("scorer"), cfg)

@@ -183,3 +183,31 @@ def test_small_sample_cells_are_labelled_as_ranges_not_confidence_intervals():
     assert "bootstrap 95% CI" in aggregate(np.arange(8.0), "iqm").how
     boot = effect(np.arange(8.0), np.arange(8.0), "bootstrap_iqm")
     assert "bootstrap" in boot.how and boot.lo < 0 < boot.hi
+
+
+def test_every_seed_gate_holds_only_when_every_seed_passes():
+    records = _records()
+    gate = {"claim": "new above base on every seed", "metric": "score", "where": {"env": "a"}, "method": "new",
+            "baseline": "base", "direction": "higher", "test": "every_seed"}
+    diffs = (records.query("method == 'new' and env == 'a'")["score"].to_numpy()
+             - records.query("method == 'base'")["score"].to_numpy())
+    out = check_claim({**CLAIM, "precondition": gate}, records)
+    assert out["precondition"]["verdict"] == "holds"
+    assert out["precondition"]["estimate"]["lo"] == pytest.approx(diffs.min())
+    assert out["precondition"]["estimate"]["hi"] == pytest.approx(diffs.max())
+    # one seed below the line is enough to fail the gate, although the mean stays well above it
+    one_fails = records.copy()
+    one_fails.loc[(one_fails["method"] == "new") & (one_fails["seed"] == 3) & (one_fails["env"] == "a"), "score"] -= 5
+    failed = check_claim({**CLAIM, "precondition": gate}, one_fails)
+    assert failed["precondition"]["verdict"] == "inconclusive" and failed["verdict"] == "untestable here"
+    assert failed["precondition"]["estimate"]["value"] > 0
+    against_value = {"metric": "score", "where": {"env": "b"}, "method": "new", "value": -1.0,
+                     "direction": "higher", "test": "every_seed"}
+    assert check_claim({**CLAIM, "precondition": against_value}, records)["precondition"]["verdict"] == "holds"
+
+
+def test_every_seed_is_refused_as_a_claims_test_but_allowed_in_a_check():
+    spec = {**CLAIM, "test": "every_seed"}
+    with pytest.raises(ConfigError, match="is a gate, not inference"):
+        check_claim(spec, _records())
+    assert check_claim({**spec, "kind": "check"}, _records())["kind"] == "check"

@@ -10,8 +10,10 @@ and two outcomes that are not a test of the claim:
     untestable here the claim's precondition (a check evaluated first, same shape as a claim) does
                     not hold, or there are fewer seeds than the test is valid at (stats.MIN_N); the
                     reason is measured and printed
-a claim of `kind: check` (a consistency check that holds by construction) is computed and shown
-with its number, but is not counted among the verdict totals.
+A claim of `kind: check` (a consistency check that holds by construction) is computed and shown
+with its number, but is not counted among the verdict totals. A precondition or a check may use the
+gate `every_seed` (holds when every seed is on the claimed side; its interval is the seeds' range, so
+it never decides a claim's verdict).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import pandas as pd
 
 from .errors import ConfigError
 from .io import atomic_write, read_json
-from .stats import MIN_N, VALUE_REFUSED, Estimate, effect, one_sample
+from .stats import GATES, MIN_N, VALUE_REFUSED, Estimate, effect, one_sample
 
 HOLDS, NOT_REPRODUCED, INCONCLUSIVE, UNTESTABLE = "holds", "not reproduced", "inconclusive", "untestable here"
 TESTS = tuple(MIN_N)
@@ -85,7 +87,7 @@ def _evaluate(spec: dict, records: pd.DataFrame, name: str) -> tuple[Estimate, s
     rows = select(records, spec["method"], spec.get("where"))
     if "baseline" in spec:
         base = select(records, spec["baseline"], spec.get("where"))
-        if test in ("paired_t", "cluster_bootstrap"):
+        if test in ("paired_t", "cluster_bootstrap", "every_seed"):
             shared = sorted(set(rows["seed"]) & set(base["seed"]))
             rows, base = rows[rows["seed"].isin(shared)], base[base["seed"].isin(shared)]
         items = {}
@@ -116,6 +118,9 @@ def check_claim(spec: dict, records: pd.DataFrame) -> dict:
     kind = spec.get("kind", "claim")
     if kind not in KINDS:
         raise ConfigError(f"{name}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    if kind == "claim" and spec["test"] in GATES:
+        raise ConfigError(f"{name}: test {spec['test']!r} is a gate, not inference: use it in a precondition "
+                          f"or a claim of kind 'check'")
     out = {k: v for k, v in spec.items()}
     reason = None
     pre = spec.get("precondition")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .errors import ConfigError
 from .paper import Paper
-from .stats import MIN_N, VALUE_REFUSED
+from .stats import GATES, MIN_N, VALUE_REFUSED
 
 KINDS = ("claim", "check")
 
@@ -84,6 +84,10 @@ def _check_rest(paper: Paper, cfg: dict) -> None:
         where = f"claims[{i}] ({claim.get('id', '?')})"
         _one_of(paper, f"{where}.kind", claim.get("kind", "claim"), KINDS)
         _check_claim_spec(paper, cfg, where, claim, seeds)
+        if claim.get("kind", "claim") == "claim" and claim.get("test") in GATES:
+            raise ConfigError(f"paper {paper.slug}: claim {claim.get('id', where)!r}: test {claim['test']!r} is a "
+                              f"gate (every seed passes), not inference: use it in a precondition or a claim of "
+                              f"kind 'check'")
         pre = claim.get("precondition")
         if pre is not None:
             if not isinstance(pre, dict):
@@ -104,7 +108,7 @@ def _check_claim_spec(paper: Paper, cfg: dict, where: str, claim: dict, seeds: i
     # a test is refused where it is not valid at the config's seed count; smoke scale (test-sized,
     # its numbers mean nothing) is not refused: its claims come out "untestable here" instead
     if test != "fit" and seeds < MIN_N[test] and cfg.get("scale") != "smoke":
-        allowed = [t for t, n in MIN_N.items() if n <= seeds and t != "fit"]
+        allowed = [t for t, n in MIN_N.items() if n <= seeds and t != "fit" and t not in GATES]
         raise ConfigError(f"paper {paper.slug}: claim {claim.get('id', where)!r}: test {test!r} is valid from "
                           f"{MIN_N[test]} seeds, the config gives {seeds}; allowed at {seeds} seeds: "
                           f"{', '.join(allowed) or 'none'} (or more seeds)")

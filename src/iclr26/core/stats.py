@@ -63,7 +63,10 @@ def iqm(values, axis=None) -> float | np.ndarray:
 # little more than their range (about 19% false verdicts); below 8 seeds it is refused.
 # cluster_bootstrap (seed x problem, SE with a t_{S-1} quantile): conservative from 3 seeds on.
 MIN_N = {"paired_t": 3, "welch_t": 3, "t": 3, "bootstrap_mean": 8, "bootstrap_iqm": 8, "fit": 1,
-         "cluster_bootstrap": 3}
+         "cluster_bootstrap": 3, "every_seed": 1}
+# Not inference: `every_seed` is a gate ("every seed passes": the interval is the seeds' range), the
+# rule a tune uses to accept a design. It is allowed in preconditions and checks, never in a claim.
+GATES = ("every_seed",)
 BOOT_MIN_N = MIN_N["bootstrap_iqm"]
 # against a number (one sample) the percentile bootstrap, even expanded, misses ~6.6-7% at 8 seeds
 _ONE_SAMPLE_BOOT = ("against a value is not calibrated (a one-sample percentile bootstrap misses > 5% "
@@ -73,7 +76,8 @@ VALUE_REFUSED = {"bootstrap_mean": _ONE_SAMPLE_BOOT, "bootstrap_iqm": _ONE_SAMPL
 TEST_NAMES = {"paired_t": "paired t", "welch_t": "Welch t", "t": "one-sample t",
               "bootstrap_mean": "expanded percentile bootstrap of the mean",
               "bootstrap_iqm": "expanded percentile bootstrap of the IQM", "fit": "the fit's own interval",
-              "cluster_bootstrap": "seed x problem cluster bootstrap SE, t interval"}
+              "cluster_bootstrap": "seed x problem cluster bootstrap SE, t interval",
+              "every_seed": "every seed passes (the range of the seeds, no inference)"}
 
 
 def t_bounds(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -229,7 +233,18 @@ def one_sample(values, test: str, lo=None, hi=None) -> Estimate:
         raise ValueError(f"test {test!r} {VALUE_REFUSED[test]}")
     if test == "fit":
         return aggregate(values, "fit", lo, hi)
+    if test == "every_seed":
+        return _every_seed(_clean(values), "values")
     raise ValueError(f"unknown test {test!r}; use {', '.join(MIN_N)}")
+
+
+def _every_seed(x: np.ndarray, what: str) -> Estimate:
+    """The mean with the seeds' range as its interval: a verdict of `holds` then means every seed is on
+    the claimed side, `not reproduced` that every seed is on the other side."""
+    if x.size == 0:
+        return Estimate(float("nan"), float("nan"), float("nan"), 0, "every_seed")
+    return Estimate(float(x.mean()), float(x.min()), float(x.max()), x.size,
+                    f"every seed: the range of the {x.size} seeds' {what} (a gate, not a 95% interval)")
 
 
 def effect(method, baseline, test: str, method_lo=None, method_hi=None, base_lo=None, base_hi=None,
@@ -254,9 +269,12 @@ def effect(method, baseline, test: str, method_lo=None, method_hi=None, base_lo=
         return Estimate(float(d.mean()), float(lo[0]), float(hi[0]), d.shape[0],
                         f"seed x problem cluster bootstrap ({d.shape[1]} problems), 95% t interval of the "
                         "mean difference")
-    if test == "paired_t":
+    if test in ("paired_t", "every_seed"):
         if m.shape != b.shape:
             raise ValueError("paired test needs the same seeds for method and baseline")
+        if test == "every_seed":
+            keep = np.isfinite(m) & np.isfinite(b)
+            return _every_seed(m[keep] - b[keep], "differences")
         keep = np.isfinite(m) & np.isfinite(b)
         diff = m[keep] - b[keep]
         return Estimate(float(diff.mean()) if diff.size else float("nan"), *_t_interval(diff), diff.size,
