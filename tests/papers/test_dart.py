@@ -120,3 +120,28 @@ def test_nuisance_share_and_fixed_steps():
     assert training.total_steps(tcfg, 100) == 7
     with pytest.raises(ValueError):
         training.total_steps(tcfg, 40)
+
+
+def test_missing_unpacker_empty_archive_and_empty_split_are_one_error_each(tmp_path):
+    import zipfile
+
+    from iclr26.core.errors import ConfigError, DataError
+    from iclr26.core.job import run_paper
+    from iclr26.papers.dart import data
+
+    archive = tmp_path / "clips.7z"
+    archive.write_bytes(b"x")
+    with pytest.raises(DataError, match="the unpacking command 'no-such-7z' .* is not on PATH"):
+        data.extract_7z(archive, tmp_path / "a", ["no-such-7z", "x", "{archive}"])
+    zipped = tmp_path / "empty.zip"          # an archive that unpacks to no .wav member
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.writestr("readme.txt", "no clips")
+    unzip = ["python", "-m", "zipfile", "-e", "{archive}", "{out}"]
+    assert data.extract_7z(zipped, tmp_path / "b", unzip) == 0
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "clotho_captions_evaluation.csv").write_text(
+        "file_name,caption_1,caption_2,caption_3,caption_4,caption_5\nabsent.wav,a,b,c,d,e\n")
+    with pytest.raises(DataError, match="dart: no evaluation clips under"):
+        data.read_split(tmp_path / "raw", {"mel": {}}, "evaluation")
+    with pytest.raises(ConfigError, match="data.clotho.source 'hub' is not synthetic or zenodo"):
+        run_paper("dart", "smoke", ["data.clotho.source=hub"], seeds=[0])

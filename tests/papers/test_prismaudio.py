@@ -6,6 +6,7 @@ import tarfile
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 
 from iclr26.core.audio import MelSpec, log_mel, write_clip, write_vggsound_csv
@@ -149,3 +150,24 @@ def test_full_scale_labels_are_the_most_frequent_present(tmp_path):
         if label != "absent":                       # listed in the CSV but not in the shards
             (tmp_path / "clips" / f"{ytid}_{start:06d}.wav").write_bytes(b"")
     assert _labels(tmp_path, {"n_classes": 2}) == ["zz common", "mid"]
+
+
+def test_a_bad_sampler_or_grouping_is_one_error():
+    net, cond, gen = flow.FlowNet(6, 3, 16, 2), torch.zeros(2, 3), torch.Generator().manual_seed(0)
+    cfg = {"n_steps": 4, "noise_level": 0.7, "window": 2, "window_max": 2, "prefixes": 2}
+    with pytest.raises(ValueError, match="unknown GRPO sampler 'sde'"):
+        flow.rollout(net, cond, 4, "sde", cfg, gen)
+    with pytest.raises(ValueError, match="group 3 is not a multiple of prefixes 2"):
+        flow.rollout(net, cond, 3, "fast", cfg, gen)
+
+
+def test_a_split_without_clips_and_an_unknown_source_are_one_error_each(workdir, tmp_path):
+    from iclr26.core.errors import DataError
+    from iclr26.core.job import run_paper
+    from iclr26.papers.prismaudio import stages
+
+    write_vggsound_csv(tmp_path / "vggsound.csv", [("-abc", 0, data.LABELS[0], "test")])   # no clip on disk
+    with pytest.raises(DataError, match=r"prismaudio: no test clips under .*clips"):
+        stages.read_split(tmp_path, {"mel": {}}, "test", [data.LABELS[0]])
+    with pytest.raises(DataError, match="prismaudio: unknown data source 'youtube'"):
+        run_paper("prismaudio", "smoke", ["data.vggsound.source=youtube"], seeds=[0], methods=["base"])

@@ -207,6 +207,30 @@ def test_full_scale_acquire_names_the_missing_worldcover_table(tmp_path):
         mt.acquire_hub({"worldcover_dir": str(tmp_path / "none"), "hub": {}}, tmp_path)
 
 
+def test_a_metadata_row_that_misnames_its_row_group_is_one_error(raw, tmp_path):
+    """Major-TOM's metadata names a row group per grid cell; a group that does not exist, or one that
+    does not hold the cell, stops the acquire with the cell and the URL named."""
+    from iclr26.core.errors import DataError
+    from iclr26.core.job import run_paper
+
+    coll = mt.COLLECTIONS["s2l2a"]
+    table = pq.read_table(raw / coll / "images" / "part_00001.parquet")
+    pq.write_table(table, tmp_path / "part.parquet", row_group_size=2)
+    first = table.column("grid_cell").to_pylist()[0]
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(RangeHandler, directory=str(tmp_path)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/part.parquet"
+    try:
+        with pytest.raises(DataError, match=rf"parquet_row 999 of {first} is not a row group"):
+            list(mt.read_cells_ranged(url, {first: 999}))
+        with pytest.raises(DataError, match=rf"row group 1 does not hold grid cell {first}"):
+            list(mt.read_cells_ranged(url, {first: 1}))
+    finally:
+        httpd.shutdown()
+    with pytest.raises(ValueError, match="data.majortom.source must be synthetic or hub, got 'ftp'"):
+        run_paper("terrafm", "smoke", ["data.majortom.source=ftp"], seeds=[0])
+
+
 def test_modality_arm_loss_falls_with_the_configured_recipe(raw):
     """Audit B1, smoke-sized: the tiny config's model and DINO recipe, on the fixture's 12 tiles
     with 20 steps of batch 12: the dual_center arm's loss falls over its first steps and the centre
