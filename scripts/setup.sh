@@ -16,6 +16,13 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v chromium 
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 fi
 
+# the shared libraries opencv-python (the Push-T simulator's renderer) loads at import
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! ldconfig -p | grep -q 'libGL.so.1'; then
+  echo "[setup] installing libgl1 and libglib2.0-0 (opencv-python)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgl1 libglib2.0-0 >/dev/null ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgl1 libglib2.0-0 >/dev/null; }
+fi
+
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv with $($python --version)"

@@ -1,5 +1,6 @@
-"""Card 18, BAC: the caching schedules, the DP-T re-implementation, the task, and the offline
-full-scale path (a pusht.zip in the real zarr layout served over loopback, sha256-checked)."""
+"""Card 18, BAC: the caching schedules, the DP-T re-implementation, the task, the Push-T simulator's
+low-dim observation (gym-pusht), and the offline full-scale path (a pusht.zip in the real zarr layout
+served over loopback, sha256-checked; closed loop in the real gym-pusht simulator)."""
 from __future__ import annotations
 
 import itertools
@@ -10,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from iclr26.papers.bac import cache, env  # noqa: E402
+from iclr26.papers.bac import cache, env, pusht_sim  # noqa: E402
 from iclr26.papers.bac import model as M  # noqa: E402
 
 
@@ -162,10 +163,62 @@ def test_full_scale_path_offline(workdir, static_server):
                  "train.warmup_steps=1", "cache.calib_windows=4", "cache.bu_sweep=[]", "cache.budgets=[5]",
                  "cache.num_inference_steps=10", "eval.heldout_windows=4", "eval.error_windows=2",
                  "eval.timing.warmup=0", "eval.timing.repeats=1", "seed_batch=3"]
+    # the closed loop in the real gym-pusht simulator: 2 of the official test episodes, 12 steps each
+    overrides += ["eval.episodes=2", "eval.pusht.max_steps=12", "eval.closed_loop_budgets=[5]"]
     records = pd.DataFrame(load_records(run_paper("bac", "full", overrides, seeds=[0, 1, 2],  # 3: claim tests
                                                   methods=["full", "bac"])))
-    assert set(records["method"]) == {"full", "bac"}
-    assert records["success"].isna().all()                             # no simulator at full yet
+    assert set(records["method"]) == {"full", "bac"} and len(records) == 6
+    for column in ("success", "score", "max_coverage"):                # every row ran the simulator
+        assert records[column].between(0, 1).all(), column
+    assert (records["score"] >= records["success"]).all()              # a success has reward 1
+    assert (records["score"] <= records["max_coverage"] / 0.95 + 1e-9).all()
     bac = records[records["method"] == "bac"]
     assert len(bac) == 3 and (bac["action_l2"] > 0).all() and (bac["flops_speedup"] > 1).all()
     assert (bac["wall_speedup"] > 0).all()
+
+
+def test_pusht_lowdim_observation_matches_gym_pusht():
+    """The low-dim observation is built from gym-pusht's state as the official keypoint manager builds
+    it (block-frame points moved by the block's pose): with gym-pusht's own 8 corner keypoints as the
+    map, it equals gym-pusht's `environment_state`, and `keypoint_map` recovers that map from
+    (keypoints, state) pairs; the official seeds' initial states are set."""
+    import gymnasium
+
+    sim = pusht_sim.PushTLowdim(np.zeros((8, 2)), [100000, 100001], max_steps=6)   # registers the env
+    ref = gymnasium.make(pusht_sim.ENV_ID, obs_type="environment_state_agent_pos", disable_env_checker=True)
+    rng = np.random.default_rng(0)
+    states, corners = [], []
+    for seed in (100000, 100001):
+        start = pusht_sim.official_initial_state(seed)
+        assert 50 <= start[0] < 450 and 100 <= start[2] < 400 and start.shape == (5,)
+        ref_obs, _ = ref.reset(seed=seed, options={"reset_to_state": start})
+        np.testing.assert_allclose(ref_obs["agent_pos"], start[:2])
+        env = sim.envs[seed - 100000]
+        state, _ = env.reset(seed=seed, options={"reset_to_state": start})
+        for _ in range(6):                          # push toward the block so that it moves and turns
+            target = state[2:4] + rng.normal(0, 20, 2)
+            ref_obs, *_ = ref.step(target)
+            state, *_ = env.step(target)
+            states.append(state)
+            corners.append(ref_obs["environment_state"].reshape(8, 2))
+    states, corners = np.array(states), np.array(corners)
+    assert np.ptp(states[:, 4]) > 0 or np.ptp(states[:, 2]) > 0      # the block's pose varies
+    local, error = pusht_sim.keypoint_map(corners, states)
+    assert error < 1e-3
+    sim.local = local
+    np.testing.assert_allclose(sim.observe(states)[:, :16], corners.reshape(len(states), 16), atol=1e-3)
+    np.testing.assert_allclose(sim.observe(states)[:, 16:], states[:, :2], atol=1e-4)
+    with pytest.raises(ValueError, match="rigid"):
+        pusht_sim.keypoint_map(corners + rng.normal(0, 5, corners.shape), states)
+    # the episode bookkeeping: the official seeds' starts, done after max_steps, rewards in range
+    obs = sim.reset()
+    assert obs.shape == (2, 16 + 2)
+    np.testing.assert_allclose(obs[:, 16:], [pusht_sim.official_initial_state(s)[:2] for s in (100000, 100001)])
+    start = obs[:, 16:].copy()
+    for t in range(6):
+        obs, done, success = sim.step(obs[:, 16:] + 10.0)
+        assert done.all() == (t == 5)
+    assert (obs[:, 16:] - start > 5.0).all()                       # the PD-controlled agent followed the targets
+    assert ((0 <= sim.max_reward) & (sim.max_reward <= 1) & (0 <= sim.max_coverage)).all()
+    sim.close()
+    ref.close()

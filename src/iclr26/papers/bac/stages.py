@@ -11,7 +11,9 @@
               on calibration windows drawn from the training episodes, every block's output at
               every step, the similarity matrices, ACS by DP, BUA (cache.py); then per budget S: the
               action error against the uncached policy on held-out windows with the same initial
-              and per-step noise, the FFN blocks' error at their update steps, closed-loop success,
+              and per-step noise, the FFN blocks' error at their update steps, closed-loop success
+              and score (tiny: the reach-around task; full: the official Push-T simulator, gym-pusht,
+              pusht_sim.py),
               matmul FLOPs per chunk (torch.utils.flop_counter) and wall-clock per chunk against
               the uncached policy, interleaved in this process.
 
@@ -182,11 +184,18 @@ class Policy:
         args = (m["horizon"], m["n_obs_steps"], m["n_action_steps"])
         self.train_windows = envmod.windows(ends, *args, saved["train_episodes"].cpu().numpy())
         self.heldout_windows = envmod.windows(ends, *args, saved["heldout_episodes"].cpu().numpy())
+        self.zarr_path = job.raw_dir(DATASET) / spec["zarr"]
         self.sched = M.scheduler(cfg)
         self.sched.set_timesteps(cfg["cache"]["num_inference_steps"])
         self.steps = len(self.sched.timesteps)
         self.horizon, self.n_obs, self.n_act = args
         self.action_dim = spec["action_dim"]
+
+    def keypoint_map(self) -> np.ndarray:
+        """The block-frame keypoint map the demonstrations' observations were recorded with."""
+        from . import pusht_sim
+
+        return pusht_sim.load_keypoint_map(self.zarr_path)[0]
 
     def cond(self, windows: np.ndarray):
         import torch
@@ -323,18 +332,31 @@ def cached_errors(policy: Policy, windows: np.ndarray, masks: dict, seed: int, r
     return l2, float(np.mean(errs)) if errs else 0.0
 
 
-def closed_loop(policy: Policy, masks: dict | None, seed: int) -> float:
-    """Success rate of `eval.episodes` vectorised episodes of the tiny task (the official runner:
-    the last n_obs_steps observations, the chunk's actions n_obs_steps-1 .. +n_action_steps)."""
+def closed_loop(policy: Policy, masks: dict | None, seed: int) -> dict:
+    """Closed-loop rollouts of `eval.episodes` episodes in lockstep, batched through the policy, as the
+    official runner drives it: the last n_obs_steps observations (padded by repeating the first),
+    the chunk's actions n_obs_steps-1 .. +n_action_steps, then a new chunk. `eval.simulator`:
+    reach_around_t (the tiny task, env.py; its reward is the success indicator, so score = success)
+    or gym_pusht (the official Push-T simulator, pusht_sim.py: the official test seeds, `score` =
+    the mean max reward = the runner's test/mean_score, `max_coverage`). Returns the metrics."""
     import torch
 
     from . import cache
 
     e = policy.cfg["eval"]
-    if not e["episodes"]:   # full scale: no simulator wired yet (the records say NaN)
-        return float("nan")
-    env = envmod.ReachAroundT(policy.cfg["data"][DATASET]["env"])
-    obs = env.reset(np.random.default_rng(20_000 + seed), e["episodes"])
+    if not e["episodes"]:
+        return {"success": float("nan"), "score": float("nan")}
+    if e["simulator"] == "gym_pusht":
+        from . import pusht_sim
+
+        first = e["pusht"]["test_start_seed"]
+        env = pusht_sim.PushTLowdim(policy.keypoint_map(), range(first, first + e["episodes"]), e["pusht"]["max_steps"])
+        obs = env.reset()
+    elif e["simulator"] == "reach_around_t":
+        env = envmod.ReachAroundT(policy.cfg["data"][DATASET]["env"])
+        obs = env.reset(np.random.default_rng(20_000 + seed), e["episodes"])
+    else:
+        raise ValueError(f"eval.simulator must be reach_around_t or gym_pusht, got {e['simulator']!r}")
     history = [obs, obs]
     gen = policy.generator(30_000 + seed)
     done = np.zeros(e["episodes"], bool)
@@ -347,7 +369,11 @@ def closed_loop(policy: Policy, masks: dict | None, seed: int) -> float:
             history.append(obs)
             if done.all():
                 break
-    return float(success.mean())
+    if e["simulator"] == "gym_pusht":
+        env.close()
+        return {"success": float(success.mean()), "score": float(env.max_reward.mean()),
+                "max_coverage": float(env.max_coverage.mean())}
+    return {"success": float(success.mean()), "score": float(success.mean())}
 
 
 def evaluate(job) -> dict:
@@ -374,15 +400,15 @@ def evaluate(job) -> dict:
             masks = None if job.method == "full" else {b: cache.mask_of(v, policy.steps) for b, v in sched.items()}
             if masks is None:   # the uncached policy: measured once, the same record at every budget
                 once = once or {"action_l2": 0.0, "ffn_update_err": 0.0,
-                                "success": closed_loop(policy, None, seed), **mechanism(policy, seed)}
+                                **closed_loop(policy, None, seed), **mechanism(policy, seed)}
                 measured = dict(once)
             else:
                 ref = ref or reference(policy, held, 50_000 + seed)
                 own = rows.get(f"own_S{budget}")
                 l2, ffn_err = cached_errors(policy, held, masks, 50_000 + seed, ref, own)
-                looped = budget in e["closed_loop_budgets"] and job.method in e["closed_loop_methods"]
-                success = closed_loop(policy, masks, seed) if looped else float("nan")
-                measured = {"action_l2": l2, "ffn_update_err": ffn_err, "success": success}
+                run_loop = budget in e["closed_loop_budgets"] and job.method in e["closed_loop_methods"]
+                looped = closed_loop(policy, masks, seed) if run_loop else {"success": np.nan, "score": np.nan}
+                measured = {"action_l2": l2, "ffn_update_err": ffn_err, **looped}
             flops = cache.chunk_flops(sched, per_block, rest, policy.steps)
             headline = n_bu == (cfg["cache"]["n_bu"] if job.method == "bac" else 0)
             rec = {"seed": seed, "S": budget, "n_bu": n_bu, "headline": int(headline), **measured,
