@@ -13,6 +13,6 @@ PAPER = Paper(
     metrics=("r1_a2t", "r5_a2t", "r10_a2t", "r1_t2a", "r5_t2a", "r10_t2a", "r1_mean", "ram_ratio", "ram_nuis_corr"),
     figures=("recall_grid.png",),
     stage_module="iclr26.papers.dart.stages",
-    gpu_stages=(),
-    data_reads=(),
+    gpu_stages=("train",),   # full scale only (ResNet38 + BERT); tiny and smoke train on the CPU
+    data_reads=("model", "text_encoder"),   # full scale: prepare cuts waves for ResNet38 and tokenises for BERT
 )

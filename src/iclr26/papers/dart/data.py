@@ -12,8 +12,10 @@ Full (`acquire_zenodo`): Clotho v2.1 from Zenodo record 4783391, each file pinne
 record publishes (core.acquire.download_pinned records its sha256); the `.7z` audio archives are
 unpacked with p7zip's `7z` (or the config's `unpack` command) into the same
 `{development,evaluation}/<file_name>` layout.
-`read_split` (every scale): captions CSV + clips -> log-mel (core.audio) -> audio features (per-mel
-mean and std over frames) and tokenised captions.
+`read_split` (model.encoder mlp: tiny, smoke): captions CSV + clips -> log-mel (core.audio) -> audio
+features (per-mel mean and std over frames) and tokenised captions. At full scale (model.encoder
+pretrained) full.prepare reads the same CSVs and clips (core.audio.read_clip) into 32 kHz waveforms
+for ResNet38 and BERT token ids.
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ def iot_loss(U, V, eps=0.05, iters=10):
     k = len(U)
     C = torch.cdist(U, V) ** 2
     C = C / C.max().detach()
-    a = torch.full((k,), 1.0 / k)
+    a = torch.full((k,), 1.0 / k, device=U.device)
     pi = sinkhorn_log(a, a, C, eps, iters)
     return -torch.log(pi.diagonal() * k + 1e-12).mean()
 
@@ -38,9 +38,9 @@ def feature_cost(U, V):
 def uwd_loss(U, V, marginal, eps=0.05, tau=1.0, iters=100):
     """<C^F, P>, P = unbalanced Sinkhorn (KL marginals, tau) solved by POT on CPU and detached."""
     C = feature_cost(U, V)
-    m = marginal.detach().double().numpy()
-    P = ot.unbalanced.sinkhorn_unbalanced(m, m, C.detach().double().numpy(), eps, tau, numItermax=iters)
-    return (C * torch.as_tensor(P, dtype=C.dtype)).sum()
+    m = marginal.detach().double().cpu().numpy()
+    P = ot.unbalanced.sinkhorn_unbalanced(m, m, C.detach().double().cpu().numpy(), eps, tau, numItermax=iters)
+    return (C * torch.as_tensor(P, dtype=C.dtype, device=C.device)).sum()
 
 
 class RAM:
@@ -63,5 +63,5 @@ class RAM:
             return (x - x.mean()) / (x.std() + 1e-6)
 
         r = torch.sigmoid(corr - z(var) - z(kurt))
-        self.r = self.beta * self.r + (1 - self.beta) * r
+        self.r = self.beta * self.r.to(r.device) + (1 - self.beta) * r
         return self.r / self.r.sum()

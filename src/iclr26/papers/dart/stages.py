@@ -1,10 +1,14 @@
 """Stages of DART (card 09): dual-level OT for audio-text retrieval.
 
     acquire   tiny/smoke: the Clotho-layout generator (data.py); full: Clotho v2.1 from Zenodo
-              (md5-pinned captions CSVs and .7z audio archives, unpacked with p7zip's 7z)
-    prepare   captions CSV + clips -> log-mel (core.audio) -> audio features; caption vocabulary
-    train     per seed and cell (batch size x pair condition): audio MLP + text EmbeddingBag
-              encoders with the method's loss (iot | dart_no_ram | dart); saves test embeddings
+              (md5-pinned captions CSVs and .7z audio archives, unpacked with py7zr or p7zip's 7z),
+              the PANNs ResNet38 checkpoint (md5-pinned) and BERT at a pinned commit (full.py)
+    prepare   model.encoder mlp (tiny, smoke): captions CSV + clips -> log-mel (core.audio) -> audio
+              features; caption vocabulary. pretrained (full): clips -> 32 kHz waveforms, captions ->
+              BERT token ids (full.py)
+    train     per seed and cell (batch size x pair condition): mlp: audio MLP + text EmbeddingBag
+              encoders (training.py); pretrained: ResNet38 + BERT with m-LTM's projection heads
+              (encoders.py, full.py); the method's loss (iot | dart_no_ram | dart); saves test embeddings
     evaluate  R@1/5/10 audio->text (a hit: any of the clip's 5 captions) and text->audio (each
               caption a query), the Clotho protocol
 """
@@ -23,14 +27,31 @@ from . import data
 def acquire(job) -> dict:
     spec = job.cfg["data"][job.dataset]
     if spec["source"] == "zenodo":
-        return data.acquire_zenodo(spec, job.out_dir)
+        got = data.acquire_zenodo(spec, job.out_dir)
+        if pretrained(job.cfg):
+            from . import full
+
+            got["encoders"] = full.acquire_encoders(job.cfg, job.out_dir)
+        return got
     if spec["source"] != "synthetic":
         raise ConfigError(f"dart: data.clotho.source {spec['source']!r} is not synthetic or zenodo")
     return data.synthesise(spec, job.out_dir)
 
 
+def pretrained(cfg: dict) -> bool:
+    """model.encoder: mlp (the tiny design) or pretrained (ResNet38 + BERT, full scale)."""
+    kind = cfg["model"].get("encoder", "mlp")
+    if kind not in ("mlp", "pretrained"):
+        raise ConfigError(f"dart: model.encoder {kind!r} is not mlp or pretrained")
+    return kind == "pretrained"
+
+
 def prepare(job) -> dict:
     spec = job.cfg["data"][job.dataset]
+    if pretrained(job.cfg):
+        from . import full
+
+        return full.prepare(job.raw_dir(), job.out_dir, job.cfg, data.SPLITS)
     dev_x, dev_c = data.read_split(job.raw_dir(), spec, "development")
     ev_x, ev_c = data.read_split(job.raw_dir(), spec, "evaluation")
     vocab = sorted({w for caps in dev_c for c in caps for w in data.tokens(c)})
@@ -58,14 +79,24 @@ def train(job) -> dict:
     from . import training
 
     cfg = job.cfg
-    f = load_arrays(job.prepared_dir("clotho") / "features.npz")
-    vocab = len(read_json(job.prepared_dir("clotho") / "vocab.json")) + 1
+    if pretrained(cfg):
+        from . import full
+
+        f = full.load(job.prepared_dir("clotho"))
+
+        def fit(method, batch, noise, seed):
+            return full.fit(f, method, batch, noise, cfg, seed, job.raw_dir("clotho"), lambda m: job.log(m, 60.0))
+    else:
+        f = load_arrays(job.prepared_dir("clotho") / "features.npz")
+        vocab = len(read_json(job.prepared_dir("clotho") / "vocab.json")) + 1
+
+        def fit(method, batch, noise, seed):
+            return training.fit(f, vocab, method, batch, noise, cfg, seed)
 
     def run(key: str) -> dict:
         seed, batch, cond = key.split("_")
         torch.manual_seed(int(seed))
-        a_emb, t_emb, info = training.fit(f, vocab, job.method, int(batch), float(cfg["train"]["conditions"][cond]),
-                                          cfg, int(seed))
+        a_emb, t_emb, info = fit(job.method, int(batch), float(cfg["train"]["conditions"][cond]), int(seed))
         save_arrays(job.out_dir / f"emb_{key}.npz", audio=a_emb, text=t_emb)
         return info
 
