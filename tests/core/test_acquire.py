@@ -203,6 +203,21 @@ def test_a_missing_snapshot_is_one_line_naming_it(hub, tmp_path):
         local_snapshot(_spec(tmp_path))
 
 
+def test_allow_patterns_fetch_only_the_files_loaded_and_the_offline_lookup_accepts_them(hub, hub_model_dir,
+                                                                                       tmp_path):
+    (hub_model_dir / "tf_model.h5").write_bytes(b"a TensorFlow copy nobody loads")
+    try:
+        spec = _spec(tmp_path, allow_patterns=["*.json", "*.safetensors"])
+        info = snapshot_model(spec, endpoint=hub)
+        got = {p.name for p in Path(info["path"]).iterdir()}
+        assert "tf_model.h5" not in got and "config.json" in got and any(n.endswith(".safetensors") for n in got)
+        assert local_snapshot(spec) == Path(info["path"])
+        with pytest.raises(DataError, match="not in"):
+            local_snapshot(_spec(tmp_path))              # the whole repository was never fetched
+    finally:
+        (hub_model_dir / "tf_model.h5").unlink()
+
+
 def test_unpinned_revision_and_wrong_arch_are_refused(hub, tmp_path):
     with pytest.raises(DataError, match="40-hex commit, got 'main'"):
         snapshot_model(_spec(tmp_path, revision="main"), endpoint=hub)

@@ -161,16 +161,25 @@ def _require_commit(spec: dict) -> str:
     return revision
 
 
+def _patterns(spec: dict) -> dict:
+    """model.allow_patterns: only the files a pipeline loads (e.g. ["*.json", "*.safetensors", "*.txt"]),
+    not a repository's TF/Flax/ONNX copies; the offline lookup then checks only those files."""
+    patterns = spec.get("allow_patterns")
+    return {"allow_patterns": list(patterns)} if patterns else {}
+
+
 def snapshot_model(spec: dict, **hub_kwargs) -> dict:
-    """Download model.source at model.revision (a commit) into model.cache_dir; check config.json
-    against model.arch. Returns the provenance {source, revision, path, files, bytes}."""
+    """Download model.source at model.revision (a commit) into model.cache_dir (only the files that
+    match model.allow_patterns, when given); check config.json against model.arch. Returns the
+    provenance {source, revision, path, files, bytes}."""
     from huggingface_hub import snapshot_download
 
     revision = _require_commit(spec)
     if spec.get("endpoint"):   # a hub mirror (model.endpoint), else the client's (HF_ENDPOINT)
         hub_kwargs.setdefault("endpoint", spec["endpoint"])
     try:
-        path = Path(snapshot_download(spec["source"], revision=revision, cache_dir=hub_cache(spec), **hub_kwargs))
+        path = Path(snapshot_download(spec["source"], revision=revision, cache_dir=hub_cache(spec),
+                                      **_patterns(spec), **hub_kwargs))
     except Exception as err:  # the hub client raises many types; one line naming the model
         raise DataError(f"cannot download model {spec['source']} at {revision}: "
                         f"{str(err).strip().splitlines()[0]}") from None
@@ -189,7 +198,7 @@ def local_snapshot(spec: dict) -> Path:
     where = spec.get("cache_dir") or "the default hub cache"
     try:
         path = Path(snapshot_download(spec["source"], revision=revision, cache_dir=hub_cache(spec),
-                                      local_files_only=True))
+                                      local_files_only=True, **_patterns(spec)))
     except Exception as err:  # no snapshot, or one whose cached file list names files it lacks
         missing = re.search(r"missing \(([^)]*)\)", str(err))
         what = f"{missing.group(1)} (of the snapshot) is" if missing else "the snapshot is"
