@@ -1,11 +1,19 @@
-"""Card 15 (scene segmentation): BaSSL's metrics, the MovieNet-SSeg layout round trip, the tiny
-worlds' mechanisms, the test-time split, and the full-scale path on hand-placed files."""
+"""Card 15 (scene segmentation): BaSSL's metrics, the MovieNet-SSeg layout round trip, the matched tiny
+worlds, the genre vocabulary, the test-time split's readings, and the full-scale path offline: real
+MovieNet-format files (JPEG key frames, meta, shot files, BaSSL's anno.tar) and torchvision ResNet-50
+weights served by a loopback server, converted and extracted by prepare."""
 from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from iclr26.papers.scene_segmentation import movienet
+from iclr26.papers.scene_segmentation import bassl, movienet
 
 SPEC = {"dim": 8, "scenes": [4, 6], "shots_per_scene": 4, "median_shot_s": {"action": 2.0, "drama": 5.0,
         "documentary": 7.0}, "noise": 0.2, "shot_noise": 0.5, "boundary_shortening": 0.5,
@@ -13,64 +21,204 @@ SPEC = {"dim": 8, "scenes": [4, 6], "shots_per_scene": 4, "median_shot_s": {"act
         "movies": {"pretrain": 2, "train": 2, "val": 0, "test": 24}}
 
 
-def test_miou_and_scenes():
-    y = [0, 1, 0, 0, 1, 0, 0]
-    assert movienet.scenes_from_labels(y) == [(0, 1), (2, 4), (5, 6)]
-    assert movienet.miou(y, y) == 1.0
-    # one predicted scene covering all 7 shots: gt side (2/7 + 3/7 + 2/7) / 3, pred side 3/7
-    assert movienet.miou([0] * 7, y) == pytest.approx(0.5 * (7 / 21 + 3 / 7))
-    got = movienet.ap_f1([0.1, 0.9, 0.2, 0.8], [0, 1, 0, 1])
-    assert got == {"ap": 1.0, "f1": 1.0}
+def test_bassl_miou_in_time_and_shot_count():
+    y = [0, 1, 0, 0, 1, 0]
+    starts = np.array([0, 1, 2, 5, 6, 10.0])
+    ends = np.array([1, 2, 5, 6, 10, 11.0])
+    assert movienet.miou(y, y, starts, ends) == 1.0
+    assert movienet.miou([0] * 6, y, starts, ends) == 0.0          # BaSSL: no predicted boundary scores 0
+    # gt scenes [0, 2], [2, 10] (the tail after the last boundary is no scene); pred [0, 6]:
+    # gt -> pred (2/6 + 4/10) / 2, pred -> gt max(2/6, 4/10)
+    got = movienet.miou([0, 0, 0, 1, 0, 0], y, starts, ends)
+    assert got == pytest.approx(0.5 * ((2 / 6 + 4 / 10) / 2 + 4 / 10))
+    assert movienet.scenes_from_labels([0, 1, 0, 0, 1, 0, 0]) == [(0, 1), (2, 4), (5, 6)]
+    assert movienet.miou_shots([0] * 7, [0, 1, 0, 0, 1, 0, 0]) == pytest.approx(0.5 * (7 / 21 + 3 / 7))
+    assert movienet.ap_f1([0.1, 0.9, 0.2, 0.8], [0, 1, 0, 1]) == {"ap": 1.0, "f1": 1.0}
 
 
-def test_layout_round_trip_and_mechanisms(tmp_path):
-    got = {}
+def test_layout_round_trip_matched_worlds_and_checks(tmp_path):
+    got, movies = {}, {}
     for world in ("hypothesis", "null_world"):
         movienet.write_world(tmp_path / world, world, SPEC, seed=3)
-        lines = (tmp_path / world / "anno" / "anno.test.ndjson").read_text().splitlines()
-        assert set(__import__("json").loads(lines[0])) == {"video_id", "shot_id", "num_shot", "boundary_label"}
-        movies = movienet.load_split(tmp_path / world, "test")
-        assert len(movies) == 24 and all(m["labels"][-1] == 0 and m["features"].shape[1:] == (3, 8) for m in movies)
-        got[world] = movienet.mechanism_checks(movies, {"tau": 6.0})
+        line = (tmp_path / world / "anno" / "anno.test.ndjson").read_text().splitlines()[0]
+        assert set(json.loads(line)) == {"video_id", "shot_id", "num_shot", "boundary_label"}
+        movies[world] = movienet.load_split(tmp_path / world, "test")
+        assert len(movies[world]) == 24
+        assert all(m["labels"][-1] == 0 and m["features"].shape[1:] == (3, 8) for m in movies[world])
+        got[world] = movienet.mechanism_checks(movies[world], {"tau": 6.0})
+    for h, n in zip(movies["hypothesis"], movies["null_world"]):   # same draws: only A, B, C differ
+        assert np.array_equal(h["labels"], n["labels"])
+        opening = np.r_[False, h["labels"][:-1].astype(bool)]
+        assert np.allclose(h["durations"][~opening], n["durations"][~opening], atol=2e-3)
+        assert np.allclose(h["durations"][opening], 0.5 * n["durations"][opening], atol=2e-3)
+        assert np.allclose(h["mean"], np.asarray(h["features"]).mean(1), atol=1e-6)
     assert got["hypothesis"]["dur_ratio"] < 0.75 < got["null_world"]["dur_ratio"]
     assert got["hypothesis"]["split_signal"] > 0.15 > abs(got["null_world"]["split_signal"])
     assert got["hypothesis"]["genre_signal"] > got["null_world"]["genre_signal"]
 
 
-def test_split_segments_and_max_reading():
-    from iclr26.papers.scene_segmentation import bassl
+def test_genre_vocabulary():
+    defs = {"drama": "people talk", "sci-fi": "space future"}
+    same = bassl.genre_vector(["sci-fi", "drama"], defs, 8)
+    assert np.allclose(bassl.genre_vector(["Sci-Fi", "Drama"], defs, 8), same)
+    assert not np.allclose(bassl.genre_vector(["Sci-Fi"], defs, 8), bassl.genre_vector(["Drama"], defs, 8))
+    with pytest.raises(ValueError, match="without a definition"):
+        bassl.genre_vector(["Drama", "Comedy"], defs, 8)
 
+
+def test_split_segments_and_readings():
     f = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)
-    mv = {"features": f, "durations": np.array([2.0, 13.0], np.float32)}
+    mv = {"features": f, "mean": f.mean(1), "labels": np.zeros(2), "durations": np.array([2.0, 13.0], np.float32)}
     feats, owner = bassl.segments(mv, 6.0)
     assert list(owner) == [0, 1, 1, 1]      # 13 s > tau: min(ceil(13/6), 3) = 3 segments, one frame each
     assert np.allclose(feats[0], f[0].mean(0)) and np.allclose(feats[1:], f[1])
+    assert list(bassl.segments(mv, 6.0, split=[True, False])[1]) == [0, 1]
     feats, owner = bassl.segments(mv, None)
     assert list(owner) == [0, 1] and np.allclose(feats, f.mean(1))
     e = bassl.torch.tensor([[[1.0, 0], [1, 0.1], [0, 1], [0.1, 1]]])
     assert int(bassl.pseudo_boundary(e)[0]) == 1   # the DTW split between the two end shots
+    # readings: max >= last on split shots; equal without a split
+    rng = np.random.default_rng(0)
+    fr = rng.normal(size=(12, 3, 2)).astype(np.float32)
+    movie = {"features": fr, "mean": fr.mean(1), "labels": np.zeros(12, int),
+             "durations": rng.uniform(1, 15, 12).astype(np.float32)}
+    cfg = {"model": {"window": 2}}
+    bassl.torch.manual_seed(0)
+    model = bassl.Model(2, 8, 2, 4, False, 4)
+    g = np.zeros((1, 4), np.float32)
+    plain = bassl.score(model, [movie], g, cfg, None)[0]
+    assert np.allclose(plain, bassl.score(model, [movie], g, cfg, None, reading="last")[0])
+    top, last = (bassl.score(model, [movie], g, cfg, 6.0, reading=r)[0] for r in ("max", "last"))
+    assert np.all(top >= last) and np.any(top > last)
+    short = movie["durations"] <= 6.0
+    assert np.allclose(top[short], last[short])
 
 
-def test_full_scale_path_on_placed_files(tmp_path, workdir, monkeypatch):
-    """Full scale reads hand-placed MovieNet-SSeg files in the layout, through the same loader."""
-    import json
+def _real_format_movienet(root, served):
+    """MovieNet in its own formats: 240P_frames JPEGs, meta/<id>.json, scene318/shot_movie318/<id>.txt
+    (labelled movies) and shot/<id>.txt (the others), and BaSSL's anno.tar (anno.<split>.ndjson)."""
+    from PIL import Image
 
+    rng = np.random.default_rng(0)
+    movies = {"tt0000001": ("pretrain", ["Action", "Sci-Fi"]), "tt0000002": ("pretrain", ["Drama"]),
+              "tt0000011": ("train", ["Comedy", "Romance"]), "tt0000012": ("train", ["Documentary"]),
+              "tt0000021": ("test", ["Thriller"]), "tt0000022": ("test", ["Film-Noir", "Crime"])}
+    lines = {"pretrain": [], "train": [], "test": []}
+    for j, (vid, (split, genres)) in enumerate(movies.items()):
+        n = 6 + j % 2
+        frames = np.cumsum(rng.integers(20, 200, size=n + 1))
+        shot_dir = root / ("shot" if split == "pretrain" else "scene318/shot_movie318")
+        shot_dir.mkdir(parents=True, exist_ok=True)
+        (shot_dir / f"{vid}.txt").write_text("".join(
+            f"{a} {b - 1} {a} {(a + b) // 2} {b - 1}\n" for a, b in zip(frames[:-1], frames[1:])))
+        (root / "meta").mkdir(exist_ok=True)
+        (root / "meta" / f"{vid}.json").write_text(json.dumps({"imdb_id": vid, "genres": genres, "title": vid}))
+        for i in range(n):
+            for k in range(3):
+                out = root / "240P_frames" / vid / f"shot_{i:04d}_img_{k}.jpg"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                Image.fromarray(rng.integers(0, 255, size=(24, 40, 3), dtype=np.uint8)).save(out)
+            if i < n - 1:
+                row = {"video_id": vid, "shot_id": f"{i:04d}", "num_shot": n}
+                if split != "pretrain":
+                    row["boundary_label"] = int(i in (2, 4))
+                lines[split].append(json.dumps(row))
+    with tarfile.open(served / "anno.tar", "w") as tar:
+        for split, rows in lines.items():
+            data = ("\n".join(rows) + "\n").encode()
+            info = tarfile.TarInfo(f"anno.{split}.ndjson")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return movies
+
+
+def test_movienet_conversion(tmp_path):
+    """MovieNet's meta and shot files and BaSSL's anno files -> the layout (no torchvision needed)."""
+    served = tmp_path / "served"
+    served.mkdir()
+    root = tmp_path / "movienet"
+    movies = _real_format_movienet(root, served)
+    with tarfile.open(served / "anno.tar") as tar:
+        tar.extractall(tmp_path / "anno", filter="data")
+    spec = {"meta_dir": "meta", "fps": 24, "shot_dirs": ["scene318/shot_movie318", "shot"]}
+    vocabulary = {g.lower() for _, genres in movies.values() for g in genres}
+    got = movienet.convert_movienet(root, tmp_path / "anno", tmp_path / "out", spec, vocabulary)
+    assert got == {"movies": {"pretrain": 2, "train": 2, "test": 2}, "videos": 6}
+    shots = json.loads((tmp_path / "out/shots/tt0000001.json").read_text())   # a pretraining movie: shot/
+    first = (root / "shot/tt0000001.txt").read_text().split()
+    assert shots[0] == {"shot_id": "0000", "start": int(first[0]) / 24, "end": int(first[1]) / 24}
+    assert json.loads((tmp_path / "out/genres/tt0000001.json").read_text()) == ["Action", "Sci-Fi"]
+    assert (tmp_path / "out/anno/anno.test.ndjson").read_text() == (tmp_path / "anno/anno.test.ndjson").read_text()
+    meta = json.loads((root / "meta/tt0000002.json").read_text())   # a meta file's fps wins over spec.fps
+    (root / "meta/tt0000002.json").write_text(json.dumps({**meta, "video": {"fps": 25.0}}))
+    movienet.convert_movienet(root, tmp_path / "anno", tmp_path / "out", spec, vocabulary)
+    first = (root / "shot/tt0000002.txt").read_text().split()
+    assert json.loads((tmp_path / "out/shots/tt0000002.json").read_text())[0]["end"] == int(first[1]) / 25
+    (root / "meta/tt0000002.json").write_text(json.dumps({**meta, "genres": ["Zombie"]}))
+    with pytest.raises(ValueError, match="Zombie"):   # an unknown genre is an error, never a silent zero
+        movienet.convert_movienet(root, tmp_path / "anno", tmp_path / "out", spec, vocabulary)
+    (root / "meta/tt0000002.json").write_text(json.dumps(meta))
+    (root / "shot/tt0000002.txt").unlink()
+    with pytest.raises(ValueError, match="cannot be converted"):
+        movienet.convert_movienet(root, tmp_path / "anno", tmp_path / "out", spec, vocabulary)
+
+
+def test_full_scale_path_offline(tmp_path, workdir, static_server):
+    """Full scale from MovieNet's real formats: acquire downloads anno.tar (trust on first use) and the
+    ResNet-50 weights (sha256-pinned) from a loopback server; prepare converts and extracts key-frame
+    features with torchvision's resnet50; train and evaluate run through the same loader as tiny."""
+    torch = pytest.importorskip("torch")
+    tv = pytest.importorskip("torchvision")
+    from iclr26.core.config import compose_job_config
     from iclr26.core.job import run_paper
+    from iclr26.papers.scene_segmentation import keyframes, stages
 
-    src = tmp_path / "movienet"
-    movienet.write_world(src, "null_world", {**SPEC, "movies": {"pretrain": 2, "train": 2, "val": 0, "test": 2}}, 0)
-    (src / "anno" / "anno.pretrain.ndjson").write_text("\n".join(   # real anno.pretrain: no labels
-        json.dumps({k: v for k, v in json.loads(line).items() if k != "boundary_label"})
-        for line in (src / "anno" / "anno.pretrain.ndjson").read_text().splitlines()) + "\n")
-    over = [f"data.movienet.manual_dir={src}", "data.movienet.dim=8", "device=cpu", "model.hidden=8", "model.window=2",
-            "model.proj=4", "pretrain.steps=2", "pretrain.batch=4", "finetune.steps=2", "finetune.batch=4"]
+    full = compose_job_config("scene_segmentation", "full")["data"]["movienet"]["encoder"]
+    official = tv.models.ResNet50_Weights.IMAGENET1K_V2
+    assert full["url"] == official.url and keyframes.pin_matches_url(official.url, full["sha256"])
+    assert abs(full["bytes"] / 2**20 - official.meta["_file_size"]) < 0.01
+
+    served, url = static_server
+    torch.manual_seed(0)
+    buf = io.BytesIO()
+    torch.save(tv.models.resnet50(weights=None).state_dict(), buf)
+    digest = hashlib.sha256(buf.getvalue()).hexdigest()
+    (served / f"resnet50-{digest[:8]}.pth").write_bytes(buf.getvalue())
+    root = tmp_path / "movienet"
+    movies = _real_format_movienet(root, served)
+    over = [f"data.movienet.root={root}", f"data.movienet.anno.download_url={url}/anno.tar",
+            f"data.movienet.encoder.url={url}/resnet50-{digest[:8]}.pth", f"data.movienet.encoder.sha256={digest}",
+            "data.movienet.encoder.resize=20", "data.movienet.encoder.crop=16", "data.movienet.encoder.batch=16",
+            "data.movienet.encoder.workers=0", "device=cpu", "model.hidden=8", "model.window=2", "model.proj=4",
+            "model.crn_layers=1", "pretrain.steps=2", "pretrain.batch=4", "finetune.steps=2", "finetune.batch=4"]
     evals = run_paper("scene_segmentation", "full", over, seeds=[0, 1, 2], methods=["test_split"])
     recs = json.loads(evals[0].read_text())["records"]
     assert len(recs) == 3 and recs[0]["world"] == "movienet" and 0 <= recs[0]["ap"] <= 1
     assert recs[0]["pseudo_precision"] is None   # NaN: no labels in the pretraining split
-    missing = tmp_path / "empty"
-    missing.mkdir()
-    monkeypatch.chdir(missing)
-    with pytest.raises(Exception, match="place MovieNet-SSeg in"):
-        run_paper("scene_segmentation", "full", [*over[1:], f"data.movienet.manual_dir={missing}"], seeds=[0, 1, 2],
-                  methods=["bassl"])
+    raw = workdir / "data/full/scene_segmentation/raw/movienet"
+    manifest = json.loads((raw / "manifest.json").read_text())
+    assert manifest["info"]["anno"]["sha256"] == hashlib.sha256((served / "anno.tar").read_bytes()).hexdigest()
+    assert manifest["info"]["anno"]["verified"] is False
+    prepared = workdir / "data/full/scene_segmentation/prepared/movienet/movienet"
+    test = movienet.load_split(prepared, "test")
+    assert [m["video_id"] for m in test] == ["tt0000021", "tt0000022"]
+    assert test[1]["genres"] == ["Film-Noir", "Crime"] and test[1]["features"].shape == (7, 3, 2048)
+    assert test[1]["features"].dtype == np.float16 and list(test[1]["labels"][:5]) == [0, 0, 1, 0, 1]
+    shot_txt = (root / "scene318/shot_movie318/tt0000022.txt").read_text().split()
+    assert test[1]["starts"][0] == int(shot_txt[0]) / 24 and test[1]["ends"][0] == int(shot_txt[1]) / 24
+    # the features are the pinned ResNet-50's pooled output on BaSSL's test transform of each key frame
+    from PIL import Image
+
+    model = keyframes.load_encoder(served / f"resnet50-{digest[:8]}.pth", "cpu")
+    with Image.open(root / "240P_frames/tt0000022/shot_0003_img_2.jpg") as im:
+        x = keyframes.transform({"resize": 20, "crop": 16})(im.convert("RGB"))[None]
+    with torch.no_grad():
+        want = model(x)[0].numpy()
+    assert np.allclose(test[1]["features"][3, 2], want, rtol=1e-2, atol=1e-2)
+    assert len(movies) == 6
+
+    # a missing placement is one clear error
+    cfg = compose_job_config("scene_segmentation", "full", [*over[1:], f"data.movienet.root={tmp_path / 'empty'}"])
+    job = SimpleNamespace(cfg=cfg, dataset="movienet", out_dir=tmp_path / "raw", log=print)
+    with pytest.raises(FileNotFoundError, match="place MovieNet in"):
+        stages.acquire(job)

@@ -3,7 +3,7 @@ OpenReview c8r3lzyVTS). No official code: built on BaSSL (kakaobrain/bassl), rea
 small (bassl.py)."""
 from iclr26.core.paper import Paper
 
-METHODS = ("bassl", "genre_prior", "duration_anchor", "test_split", "all_three")
+METHODS = ("bassl", "genre_prior", "genre_shuffled", "duration_anchor", "test_split", "all_three")
 
 PAPER = Paper(
     slug="scene_segmentation",
@@ -12,9 +12,11 @@ PAPER = Paper(
     code="https://github.com/kakaobrain/bassl",   # the base it builds on; the paper's own code: none found
     methods=METHODS,
     datasets=("movienet",),   # MovieNet-SSeg layout: synthetic worlds at tiny/smoke, MovieNet at full
-    metrics=("ap", "miou", "f1", "pseudo_precision", "dur_ratio", "genre_signal", "split_signal"),
+    metrics=("ap", "miou", "f1", "miou_shots", "ap_last", "miou_last", "ap_random_half", "ap_genre_mean",
+             "pseudo_precision", "dur_ratio", "genre_signal", "split_signal"),
     figures=("ap_by_arm.png",),
     stage_module="iclr26.papers.scene_segmentation.stages",
-    gpu_stages=("train",),    # train pretrains, fine-tunes and scores; evaluate is metrics
-    data_reads=("split",),
+    gpu_stages=("prepare", "train"),   # prepare extracts key-frame features at full; train pretrains,
+                                       # fine-tunes and scores; evaluate is metrics
+    data_reads=("split", "genre"),   # prepare: split.tau (the data checks), genre.definitions (full: the vocabulary)
 )

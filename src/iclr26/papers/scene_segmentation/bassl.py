@@ -10,14 +10,25 @@ Stage 1, pretraining on unlabelled movies (bassl/pretrain): windows of 2W+1 shot
       pseudo-scene (the mean CRN output of its side), other windows of the batch as negatives;
     - pseudo-boundary prediction (PP): BCE, the pseudo-boundary position 1, one random other position 0.
     (BaSSL's contextual group matching and masked shot modelling are left out: deviations.)
+    Where this differs from BaSSL (pretrain/loss/pretrain_loss.py, pretext_task.py; all printed as
+    deviations): BaSSL runs DTW and SSM on head_nce projections of shot-encoder outputs and matches
+    both edge shots to the mean of their DTW-aligned segment (NT-Xent over 2B); here DTW runs on the
+    un-projected shot-encoder outputs and SSM matches only the centre anchor to the mean CRN output of
+    its side (so the CRN also learns from SSM); BaSSL's PP is a 2-class CE on the CRN output, here a
+    1-logit BCE (the same loss).
 Stage 2, fine-tuning (bassl/finetune): the shot encoder frozen (BaSSL fine-tunes on pre-extracted shot
     features), CRN + boundary head trained with BCE on the window centre's scene-end label; the head
-    reads the centre pair of CRN outputs (Model.boundary).
+    is an MLP on the centre pair of CRN outputs (|a - b|, a * b) (Model.boundary), not BaSSL's
+    Linear(hidden, 2) on the CRN's pooled output (finetune_wrapper.py): a post-hoc change, printed.
 Additions: genre prior (FiLM of the shot encoder by the movie's genre-text embedding, plus a cosine
     alignment loss of weight genre.align_weight between the window's mean CRN output and that
     embedding), inverse-duration anchors (p(anchor i) ∝ d_i^-alpha), test-time split (shots longer
-    than tau become min(ceil(d/tau), 3) segments of their own key frames; a shot's score is the
-    highest of its segments').
+    than tau become min(ceil(d/tau), 3) segments of their own key frames; a shot's score is read as
+    the highest of its segments' (our reading) or its last segment's (the card's reading); both are
+    reported).
+The genre prior is also an input at inference (the FiLM of the shot encoder reads the test movie's
+genre vector); rows also report the score with every test movie given the mean genre vector of the
+training movies (no per-movie genre at test).
 """
 from __future__ import annotations
 
@@ -39,13 +50,21 @@ def text_embedding(text: str, dim: int) -> np.ndarray:
 
 
 def genre_vector(genres: list[str], definitions: dict, dim: int) -> np.ndarray:
-    known = [text_embedding(definitions[g], dim) for g in genres if g in definitions]
+    """The movie's genre prior: the normalised mean of its genres' definition embeddings (genre names
+    matched case-insensitively: MovieNet writes "Sci-Fi", the config sci-fi). A genre without a
+    definition is an error, never a silent zero; a movie with no genre gets the zero vector."""
+    table = {k.lower(): v for k, v in definitions.items()}
+    unknown = [g for g in genres if g.lower() not in table]
+    if unknown:
+        raise ValueError(f"genres without a definition in genre.definitions: {unknown}")
+    known = [text_embedding(table[g.lower()], dim) for g in genres]
     v = np.mean(known, 0) if known else np.zeros(dim, np.float32)
     return (v / max(np.linalg.norm(v), 1e-6)).astype(np.float32)
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int, hidden: int, window: int, genre_dim: int, use_genre: bool, proj: int):
+    def __init__(self, dim: int, hidden: int, window: int, genre_dim: int, use_genre: bool, proj: int,
+                 layers: int = 1):
         super().__init__()
         self.use_genre = use_genre
         self.inp = nn.Linear(dim, hidden)
@@ -55,7 +74,7 @@ class Model(nn.Module):
         nn.init.zeros_(self.film.bias)
         self.pos = nn.Parameter(torch.zeros(2 * window + 1, hidden))
         layer = nn.TransformerEncoderLayer(hidden, 2, 2 * hidden, dropout=0.0, batch_first=True)
-        self.crn = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.crn = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.ssm = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, proj))
         self.pp = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
         self.align = nn.Linear(hidden, genre_dim)
@@ -79,7 +98,9 @@ class Model(nn.Module):
 
 
 def windows(feats: np.ndarray, centres: np.ndarray, w: int) -> np.ndarray:
-    """(len(centres), 2w+1, dim) windows of unit features, edges padded by replication (BaSSL pads)."""
+    """(len(centres), 2w+1, dim) windows of unit features centred on each unit, edges padded by
+    replicating the first/last unit (BaSSL's SequenceShotSampler instead shifts the window inside the
+    movie at its edges, dataset/sampler.py: a printed deviation)."""
     idx = np.clip(centres[:, None] + np.arange(-w, w + 1)[None], 0, len(feats) - 1)
     return feats[idx]
 
@@ -99,7 +120,8 @@ def pretrain(movies: list[dict], gvecs: np.ndarray, cfg: dict, seed: int, use_ge
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     w = m["window"]
-    model = Model(movies[0]["features"].shape[-1], m["hidden"], w, gvecs.shape[1], use_genre, m["proj"]).to(device)
+    model = Model(movies[0]["mean"].shape[-1], m["hidden"], w, gvecs.shape[1], use_genre, m["proj"],
+                  m.get("crn_layers", 1)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=p["lr"], weight_decay=1e-4)
     sizes = np.array([len(mv["labels"]) for mv in movies], float)
     anchor_p = []
@@ -113,7 +135,7 @@ def pretrain(movies: list[dict], gvecs: np.ndarray, cfg: dict, seed: int, use_ge
         for j in which:
             mv = movies[j]
             c = rng.choice(len(mv["labels"]), p=anchor_p[j])
-            xs.append(windows(mv["features"].mean(1), np.array([c]), w)[0])
+            xs.append(windows(mv["mean"], np.array([c]), w)[0])
             ys.append(windows(mv["labels"], np.array([c]), w)[0])
             gs.append(gvecs[j])
         x, g = torch.from_numpy(np.stack(xs)).to(device), torch.from_numpy(np.stack(gs)).to(device)
@@ -157,7 +179,7 @@ def finetune(model: Model, movies: list[dict], gvecs: np.ndarray, cfg: dict, see
     units = [(j, i) for j, mv in enumerate(movies) for i in range(len(mv["labels"]) - 1)]
     for _ in range(f["steps"]):
         pick = rng.choice(len(units), size=f["batch"])
-        x = np.stack([windows(movies[units[u][0]]["features"].mean(1), np.array([units[u][1]]), w)[0] for u in pick])
+        x = np.stack([windows(movies[units[u][0]]["mean"], np.array([units[u][1]]), w)[0] for u in pick])
         g = np.stack([gvecs[units[u][0]] for u in pick])
         y = torch.tensor([float(movies[units[u][0]]["labels"][units[u][1]]) for u in pick], device=device)
         with torch.no_grad():
@@ -169,12 +191,18 @@ def finetune(model: Model, movies: list[dict], gvecs: np.ndarray, cfg: dict, see
         opt.step()
 
 
-def segments(mv: dict, tau: float | None) -> tuple[np.ndarray, np.ndarray]:
-    """Unit features and each unit's shot: a shot, or with tau its min(ceil(d/tau), 3) segments, each
-    the mean of the key frames in its part of the shot (frame k at time (k + 0.5)/3 of the shot)."""
+def segments(mv: dict, tau: float | None, split=None) -> tuple[np.ndarray, np.ndarray]:
+    """Unit features and each unit's shot: a shot (its key frames' mean), or with tau a shot longer
+    than tau (and, when `split` is given, marked in it) becomes min(ceil(d/tau), 3) segments, each the
+    mean of the key frames in its part of the shot (frame k at time (k + 0.5)/3 of the shot)."""
+    if tau is None:
+        return np.asarray(mv["mean"], np.float32), np.arange(len(mv["labels"]))
     feats, owner = [], []
     for i, (fr, d) in enumerate(zip(mv["features"], mv["durations"])):
-        n = 1 if tau is None else int(min(np.ceil(d / tau), fr.shape[0])) or 1
+        n = int(min(np.ceil(d / tau), fr.shape[0])) or 1
+        if split is not None and not split[i]:
+            n = 1
+        fr = np.asarray(fr, np.float32)
         for s in range(n):
             ks = [k for k in range(fr.shape[0]) if s / n <= (k + 0.5) / fr.shape[0] < (s + 1) / n]
             feats.append(fr[ks].mean(0))
@@ -182,16 +210,29 @@ def segments(mv: dict, tau: float | None) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(feats, np.float32), np.asarray(owner)
 
 
+READINGS = ("max", "last")
+
+
 @torch.no_grad()
-def score(model: Model, movies: list[dict], gvecs: np.ndarray, cfg: dict, tau: float | None) -> list[np.ndarray]:
-    """Scene-end probability of every shot of every movie (the last shot's is unused)."""
+def score(model: Model, movies: list[dict], gvecs: np.ndarray, cfg: dict, tau: float | None,
+          reading: str = "max", split: list | None = None) -> list[np.ndarray]:
+    """Scene-end probability of every shot of every movie (the last shot's is unused). With the
+    test-time split a shot's score is read from its segments: `max` (the highest of its segments'
+    boundary scores, our reading) or `last` (its last segment's, the card's reading); `split`: per
+    movie, which long shots are split (None: all of them)."""
     w, out, device = cfg["model"]["window"], [], model.pos.device
     for j, mv in enumerate(movies):
-        feats, owner = segments(mv, tau)
+        feats, owner = segments(mv, tau, None if split is None else split[j])
         x = torch.from_numpy(windows(feats, np.arange(len(feats)), w)).to(device)
         g = torch.from_numpy(np.repeat(gvecs[j][None], len(feats), 0)).to(device)
         p = torch.sigmoid(model.boundary(model.context(model.shots(x, g)), w)).cpu().numpy()
         s = np.full(len(mv["labels"]), -np.inf)
-        np.maximum.at(s, owner, p)
+        if reading == "max":
+            np.maximum.at(s, owner, p)
+        elif reading == "last":
+            last = np.r_[owner[1:] != owner[:-1], True]      # each shot's last segment
+            s[owner[last]] = p[last]
+        else:
+            raise ValueError(f"reading must be one of {READINGS}, got {reading!r}")
         out.append(s)
     return out

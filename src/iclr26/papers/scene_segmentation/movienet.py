@@ -1,14 +1,16 @@
 """Movies in MovieNet-SSeg's layout (as BaSSL's data loader reads it), the tiny worlds that write
 it, and BaSSL's metrics.
 
-Layout (one directory per world; the real MovieNet-SSeg files at full scale):
+Layout (one directory per world; at full scale, MovieNet converted by prepare: convert_movienet and
+keyframes.py):
     anno/anno.<split>.ndjson   one line per shot but a movie's last: {"video_id", "shot_id" (4 digits),
                                "num_shot", "boundary_label"} (1: the shot ends a scene), splits
-                               pretrain (labels unused), train, val, test
-    shots/<video_id>.json      [{"shot_id", "start", "end"}] (seconds)
-    genres/<video_id>.json     [genre, ...]
+                               pretrain (labels unused), train, val, test (BaSSL's own anno files)
+    shots/<video_id>.json      [{"shot_id", "start", "end"}] (seconds; full: MovieNet's shot frames / fps)
+    genres/<video_id>.json     [genre, ...] (full: MovieNet's meta "genres")
     features/<video_id>.npy    (num_shot, 3, dim) key-frame features (BaSSL fine-tunes on pre-extracted
-                               shot features; the tiny world has no pixels)
+                               shot features; the tiny world has no pixels; full: frozen ResNet-50, 2048-d
+                               float16)
 
 Tiny worlds (card 15 section 6). 'hypothesis' switches on
     A  the shot that opens a scene is shorter (duration x boundary_shortening);
@@ -31,6 +33,8 @@ SPLITS = ("pretrain", "train", "val", "test")
 
 
 def movie(rng, genre: str, world: str, spec: dict) -> dict:
+    """One movie. Both worlds make the same random draws in the same order (matched worlds: the same
+    seed gives the same scenes, shots, labels and noise; only assumptions A, B, C are toggled)."""
     hyp = world == "hypothesis"
     half = spec["dim"] // 2
     n_scenes = int(rng.integers(*spec["scenes"]))
@@ -39,7 +43,8 @@ def movie(rng, genre: str, world: str, spec: dict) -> dict:
     t = 0.0
     for s in range(n_scenes):
         nxt_place, nxt_story = rng.normal(size=half), rng.normal(size=half)
-        if hyp and genre == "drama" and rng.random() < spec["drama_shared_place"]:
+        shared = rng.random() < spec["drama_shared_place"]
+        if hyp and genre == "drama" and shared:
             nxt_place = place                                   # B: change without a visual change
         if hyp and genre == "action":
             a = spec["action_story"]                            # B: the narrative half barely moves
@@ -52,8 +57,9 @@ def movie(rng, genre: str, world: str, spec: dict) -> dict:
                 d *= spec["boundary_shortening"]                # A
             vis = place + spec["shot_noise"] * rng.normal(size=half)   # camera set-up of the shot
             narr = story + spec["shot_noise"] * rng.normal(size=half)
-            if hyp and genre == "action" and rng.random() < spec["action_cutin"]:
-                vis = vis + rng.normal(size=half)               # B: visual jump inside a scene
+            cut, jump = rng.random() < spec["action_cutin"], rng.normal(size=half)
+            if hyp and genre == "action" and cut:
+                vis = vis + jump                                # B: visual jump inside a scene
             drift = hyp and genre == "documentary" and end and s < n_scenes - 1 and d > spec["long_take"]
             frames = []
             for k in range(3):
@@ -101,9 +107,11 @@ def write_split(out: Path, name: str, movies: list) -> None:
     (out / "anno" / f"anno.{name}.ndjson").write_text("\n".join(lines) + "\n")
 
 
-def load_split(root: Path, split: str) -> list[dict]:
+def load_split(root: Path, split: str, frames: bool = True) -> list[dict]:
     """Movies of a split, read from the layout: {video_id, genres, labels (num_shot; the last 0),
-    durations, features (num_shot, 3, dim)}. One loader for the synthetic and the real files."""
+    starts, ends, durations, mean (num_shot, dim: the key frames' mean, float32), and with frames
+    features (num_shot, 3, dim) as stored, memory-mapped}. One loader for the synthetic and the real
+    files; the features stay on disk (mmap) and only their key-frame mean is held in memory."""
     order, labels = [], {}
     for line in (Path(root) / "anno" / f"anno.{split}.ndjson").read_text().splitlines():
         if not line.strip():
@@ -117,13 +125,81 @@ def load_split(root: Path, split: str) -> list[dict]:
     movies = []
     for vid in order:
         shots = json.loads((Path(root) / "shots" / f"{vid}.json").read_text())
-        feats = np.load(Path(root) / "features" / f"{vid}.npy").astype(np.float32)
+        feats = np.load(Path(root) / "features" / f"{vid}.npy", mmap_mode="r")
         if len(shots) != len(labels[vid]) or len(feats) != len(shots):
             raise ValueError(f"{vid}: {len(labels[vid])} annotated shots, {len(shots)} timed, {len(feats)} featured")
-        movies.append({"video_id": vid, "genres": json.loads((Path(root) / "genres" / f"{vid}.json").read_text()),
-                       "labels": labels[vid], "features": feats,
-                       "durations": np.array([s["end"] - s["start"] for s in shots], np.float32)})
+        starts = np.array([s["start"] for s in shots], np.float64)
+        ends = np.array([s["end"] for s in shots], np.float64)
+        mv = {"video_id": vid, "genres": json.loads((Path(root) / "genres" / f"{vid}.json").read_text()),
+              "labels": labels[vid], "starts": starts, "ends": ends, "durations": (ends - starts).astype(np.float32),
+              "mean": np.asarray(feats.mean(1), np.float32)}
+        if frames:
+            mv["features"] = feats
+        movies.append(mv)
     return movies
+
+
+# ----------------------------------------------------------------------------- MovieNet -> layout (full)
+def read_shot_file(path: Path, fps: float) -> list[dict]:
+    """A MovieNet shot file (scene318/shot_movie318/<id>.txt, the file BaSSL's metric reads): one line
+    per shot, "start_frame end_frame kf0 kf1 kf2"; -> [{shot_id, start, end}] in seconds."""
+    out = []
+    for i, line in enumerate(x for x in Path(path).read_text().splitlines() if x.strip()):
+        start, end = (int(v) for v in line.split()[:2])
+        out.append({"shot_id": f"{i:04d}", "start": start / fps, "end": end / fps})
+    return out
+
+
+def convert_movienet(src: Path, anno_dir: Path, out: Path, spec: dict, vocabulary) -> dict:
+    """MovieNet files -> the layout above (features are written separately, keyframes.py).
+    anno_dir: BaSSL's anno files (anno.<split>.ndjson: video_id, shot_id, num_shot, boundary_label),
+    copied as they are; per movie of any split, shots/<id>.json from the first of spec.shot_dirs (under
+    src) that has <id>.txt, in seconds at the movie's fps (meta/<id>.json "video.fps" when present, else
+    spec.fps, the 24 BaSSL's metric assumes), and genres/<id>.json from MovieNet's meta/<id>.json
+    "genres". An unknown genre (not in `vocabulary`) or a movie without shot times or meta: ValueError."""
+    src, out = Path(src), Path(out)
+    for sub in ("anno", "shots", "genres", "features"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    found = {p.name: p for p in Path(anno_dir).rglob("anno.*.ndjson")}
+    counts, vids = {}, {}
+    for split in SPLITS:
+        name = f"anno.{split}.ndjson"
+        if name not in found:
+            continue
+        text = found[name].read_text()
+        (out / "anno" / name).write_text(text)
+        ids = list(dict.fromkeys(json.loads(x)["video_id"] for x in text.splitlines() if x.strip()))
+        counts[split] = len(ids)
+        for line in text.splitlines():
+            if line.strip():
+                row = json.loads(line)
+                vids[row["video_id"]] = int(row["num_shot"])
+    missing = [s for s in ("pretrain", "train", "test") if s not in counts]
+    if missing:
+        raise ValueError(f"BaSSL's anno files in {anno_dir} lack anno.{{{','.join(missing)}}}.ndjson")
+    problems, unknown = [], set()
+    for vid, num_shot in vids.items():
+        meta_file = src / spec["meta_dir"] / f"{vid}.json"
+        shot_file = next((f for d in spec["shot_dirs"] if (f := src / d / f"{vid}.txt").is_file()), None)
+        if not meta_file.is_file() or shot_file is None:
+            problems.append(f"{vid}: {'no ' + str(meta_file) if not meta_file.is_file() else ''}"
+                            f"{' no shot file in ' + ', '.join(spec['shot_dirs']) if shot_file is None else ''}")
+            continue
+        meta = json.loads(meta_file.read_text())
+        fps = float(((meta.get("video") or {}).get("fps")) or spec["fps"])
+        shots = read_shot_file(shot_file, fps)
+        if len(shots) != num_shot:
+            problems.append(f"{vid}: {len(shots)} shots in {shot_file}, {num_shot} in the anno files")
+            continue
+        genres = list(meta.get("genres") or [])
+        unknown |= {g for g in genres if g.lower() not in vocabulary}
+        (out / "shots" / f"{vid}.json").write_text(json.dumps(shots))
+        (out / "genres" / f"{vid}.json").write_text(json.dumps(genres))
+    if unknown:
+        raise ValueError(f"genres without a definition in genre.definitions: {sorted(unknown)}")
+    if problems:
+        raise ValueError(f"{len(problems)} movies cannot be converted, e.g. {problems[:3]}")
+    return {"movies": counts, "videos": len(vids)}
 
 
 # ----------------------------------------------------------------------------- mechanism checks
@@ -147,14 +223,15 @@ def mechanism_checks(movies: list[dict], spec: dict) -> dict:
         opens += list(d[opening])
         others += list(d[~opening])
         half = f.shape[-1] // 2
-        mean = f.mean(1)
+        mean = m["mean"]
         dv = np.linalg.norm(mean[1:, :half] - mean[:-1, :half], axis=1)
         dn = np.linalg.norm(mean[1:, half:] - mean[:-1, half:], axis=1)
-        g = per_genre.setdefault(m["genres"][0], ([], [], []))
+        g = per_genre.setdefault(m["genres"][0] if m["genres"] else "", ([], [], []))   # the first genre
         for store, values in zip(g, (y[:-1], dv, dn)):
             store.extend(values)
         long = d[:-1] > spec["tau"]
-        last_d += list(np.linalg.norm(f[:-1, 2] - f[:-1, 0], axis=1)[long])
+        last_d += list(np.linalg.norm(np.asarray(f[:-1, 2], np.float32) - np.asarray(f[:-1, 0], np.float32),
+                                      axis=1)[long])
         lab_long += list(y[:-1][long])
 
     def auc(y, s):
@@ -168,7 +245,7 @@ def mechanism_checks(movies: list[dict], spec: dict) -> dict:
 
 # ----------------------------------------------------------------------------- metrics (BaSSL / LGSS)
 def scenes_from_labels(labels) -> list[tuple[int, int]]:
-    """[start, end] shot index pairs of the scenes a 0/1 scene-end sequence defines."""
+    """[start, end] shot index pairs of the scenes a 0/1 scene-end sequence defines (with the tail)."""
     out, start = [], 0
     for i, lab in enumerate(labels):
         if lab:
@@ -179,15 +256,41 @@ def scenes_from_labels(labels) -> list[tuple[int, int]]:
     return out
 
 
-def miou(pred_labels, true_labels) -> float:
-    """LGSS / BaSSL mIoU: each ground-truth scene's best IoU with a predicted scene, averaged, and
-    the same from predicted to ground truth; the mean of the two."""
+def _cal_miou(a, b) -> float:
+    """BaSSL's cal_miou: each interval of a, its best IoU (getRatio) with an interval of b, averaged."""
+    def ratio(p, q):
+        inter = max(0.0, min(p[1], q[1]) - max(p[0], q[0]))
+        return inter / (max(p[1], q[1]) - min(p[0], q[0])) if inter > 0 else 0.0
+    return float(np.mean([max(ratio(p, g) for p in b) for g in a]))
+
+
+def miou(pred_labels, true_labels, starts, ends) -> float:
+    """BaSSL's mIoU (finetune/utils/metric.py MovieNetMetric._compute_mIoU), in time: scenes are the
+    runs of shots ending at each 1 (get_pair_list: the shots after the last 1 form no scene), each
+    spanning [start of its first shot, end of its last] (get_scene_list reads shot_movie318's frames;
+    seconds here, the same ratios); IoU without +1 (getRatio); the mean of the gt->pred and pred->gt
+    best-match averages. No predicted boundary: 0 (BaSSL); no true boundary: NaN (BaSSL: None)."""
+    def intervals(labels):
+        out, first = [], 0
+        for i, lab in enumerate(labels):
+            if lab:
+                out.append((starts[first], ends[i]))
+                first = i + 1
+        return out
+    p, g = intervals(pred_labels), intervals(true_labels)
+    if not g:
+        return float("nan")
+    if not p:
+        return 0.0
+    return 0.5 * (_cal_miou(g, p) + _cal_miou(p, g))
+
+
+def miou_shots(pred_labels, true_labels) -> float:
+    """Our extra: the same matching on shot-index scenes (tail included, IoU counted in shots, +1),
+    as LGSS-style code counts it; every shot weighs the same whatever its duration."""
     def best(a, b):
-        vals = []
-        for s0, e0 in a:
-            ious = [max(0, min(e0, e1) - max(s0, s1) + 1) / (max(e0, e1) - min(s0, s1) + 1) for s1, e1 in b]
-            vals.append(max(ious))
-        return float(np.mean(vals))
+        return float(np.mean([max(max(0, min(e0, e1) - max(s0, s1) + 1) / (max(e0, e1) - min(s0, s1) + 1)
+                                  for s1, e1 in b) for s0, e0 in a]))
     p, g = scenes_from_labels(pred_labels), scenes_from_labels(true_labels)
     return 0.5 * (best(g, p) + best(p, g))
 
