@@ -39,6 +39,13 @@ Amendments, recorded (2026-11-30, after the pool had run):
     - The summary that the config's claim notes cite is kept under version control next to this
       script (scripts/coverage_scorer_summary.md, written by `summary`); results/ is not tracked.
 
+Amendment (2026-12-01): the training loop was made faster (tanh in numpy, one flat Adam/clip
+tensor per network, packed replay rows; same design, same 40,000 steps). The pool was trained
+with the code before that change: float rounding differs, so single RL runs (chaotic) differ from
+what the pipeline now gives for the same seed, while the design and its statistics do not. The
+pool's seeds 0-7 and 100-107 columns are therefore not the pipeline's current numbers for those
+seeds (the smoke records did not change).
+
 Usage (nice it: it is CPU-heavy; the pool took 31 minutes of wall time on one core of a loaded 2-core machine):
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python scripts/coverage_scorer.py pool  --out results/coverage_scorer
     .venv/bin/python scripts/coverage_scorer.py table --out results/coverage_scorer
@@ -252,7 +259,10 @@ def summary_markdown(out: Path) -> str:
              "arm on the two claim-carrying slots: blocks 0-7, 100-107 and 8-39, tiny config as shipped on",
              "2026-11-30). The claim notes of config/hydra/paper/scorer.yaml cite this file. Effects are the",
              "IQM difference with the expanded percentile bootstrap 95% interval, as the pipeline computes them.",
-             "The pool holds no Acrobot-v1 (third slot) comparison: see the script's Amendments.", "",
+             "The pool holds no Acrobot-v1 (third slot) comparison: see the script's Amendments.",
+             "The pool was trained before the loop was made faster on 2026-12-01 (same design and steps,",
+             "different float rounding): its seeds 0-7 and 100-107 runs are not the pipeline's current",
+             "runs of those seeds, only draws from the same design (see the script's Amendments).", "",
              "## Verdicts of the tiny config's claims", "",
              "| claim | test | seeds 0-7 | seeds 100-107 | pool |", "|---|---|---|---|---|"]
     lines += [f"| {r['id']} | {r['test']} | {r.get('0-7', '')} | {r.get('100-107', '')} | {r.get('pool', '')} |"

@@ -199,19 +199,39 @@ def test_batched_seeds_equal_separate_networks(method):
             assert torch.allclose(p_all[i], p_one[0], atol=1e-6)
 
 
-def test_replay_buffer_keeps_only_valid_transitions_per_seed():
-    buf = ReplayBuffer(2, 5, 3, torch.float32)
-    obs = torch.arange(2 * 3 * 3, dtype=torch.float32).view(2 * 3, 3)  # rows of 2 seeds x 3 envs
+@pytest.mark.parametrize("obs_dtype", [torch.float32, torch.uint8])  # packed rows / separate uint8 fields
+def test_replay_buffer_keeps_only_valid_transitions_per_seed(obs_dtype):
+    buf = ReplayBuffer(2, 5, 3, obs_dtype)
+    assert buf.packed == (obs_dtype == torch.float32)
+    obs = np.arange(2 * 3 * 3, dtype=np.float32).reshape(2 * 3, 3)  # rows of 2 seeds x 3 envs
+    reward, terminated = np.linspace(-1, 1, 6), np.array([True, False, False, True, False, False])
     valid = np.array([[True, False, True], [True, True, True]])
-    buf.add(obs, torch.arange(6), torch.ones(6), obs + 100, torch.zeros(6), valid)
+    buf.add(obs, np.arange(6), reward, obs + 100, terminated, valid)
     assert list(buf.size) == [2, 3]
-    assert torch.equal(buf.obs[0, :2], obs[[0, 2]])          # the autoreset step of seed 0 was dropped
-    assert buf.action[0, :2].tolist() == [0, 2] and buf.action[1, :3].tolist() == [3, 4, 5]
-    buf.add(obs, torch.arange(6), torch.ones(6), obs + 100, torch.zeros(6), valid)
+    # the autoreset step of seed 0 was dropped
+    assert torch.equal(buf.field("obs")[0, :2].float(), torch.from_numpy(obs[[0, 2]]))
+    assert torch.equal(buf.field("next_obs")[1, :3].float(), torch.from_numpy(obs[3:] + 100))
+    assert buf.field("action")[0, :2].tolist() == [0, 2] and buf.field("action")[1, :3].tolist() == [3, 4, 5]
+    assert torch.allclose(buf.field("reward")[1, :3], torch.from_numpy(reward[3:]).float())
+    assert buf.field("terminated")[0, :2].tolist() == [1.0, 0.0]
+    assert buf.field("terminated")[1, :3].tolist() == [1.0, 0.0, 0.0]
+    buf.add(obs, np.arange(6), reward, obs + 100, terminated, valid)
     assert list(buf.size) == [4, 5] and list(buf.ptr) == [4, 1]  # seed 1 wrapped around
-    assert buf.action[1].tolist() == [5, 4, 5, 3, 4]            # the 6th transition overwrote the 1st
+    assert buf.field("action")[1].tolist() == [5, 4, 5, 3, 4]   # the 6th transition overwrote the 1st
     sample = buf.sample(64, np.random.default_rng(0))
+    assert sample.action.dtype == torch.long and sample.obs.dtype == torch.float32
     assert torch.equal(sample.next_obs - sample.obs, torch.full_like(sample.obs, 100.0))
+    # each sampled row is one stored transition: action, reward and terminated travel with its obs
+    row = (sample.obs[..., 0] / 3).long()                        # obs row i starts at 3 i
+    assert torch.equal(sample.action, row)
+    assert torch.allclose(sample.reward, torch.from_numpy(reward).float()[row])
+    assert torch.equal(sample.terminated, torch.from_numpy(terminated).float()[row])
+
+    restored = ReplayBuffer(2, 5, 3, obs_dtype)
+    restored.load_state_dict(buf.state_dict())
+    for name in ReplayBuffer.FIELDS:
+        assert torch.equal(restored.field(name), buf.field(name))
+    assert list(restored.ptr) == list(buf.ptr) and list(restored.size) == list(buf.size)
 
 
 def test_episode_metrics_hand_case():

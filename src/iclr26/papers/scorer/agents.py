@@ -57,12 +57,18 @@ def td_variance_grad(delta: torch.Tensor) -> torch.Tensor:
 
 
 def clip_grad_norm_per_seed_(grads: list[torch.Tensor], max_norm: float) -> torch.Tensor:
-    """optax.clip_by_global_norm applied to each seed's gradients separately; returns the norms."""
-    norms = torch.sqrt(sum(square.flatten(1).sum(1) for square in torch._foreach_pow(grads, 2)))  # [S]
+    """optax.clip_by_global_norm applied to each seed's gradients separately; returns the norms.
+
+    `grads`: tensors with a leading seed axis (here one flat [S, P] tensor per network); the norm
+    of a seed is taken over all of them together. Scale min(1, max_norm / norm), as optax.
+    """
+    norms = [torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads]
+    norm = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms), dim=0)  # [S]
     if max_norm and max_norm > 0:
-        scale = torch.where(norms < max_norm, 1.0, max_norm / norms)
-        torch._foreach_mul_(grads, [scale.view(-1, *([1] * (g.dim() - 1))) for g in grads])
-    return norms
+        scale = (max_norm / norm).clamp_(max=1.0)  # 1 where norm <= max_norm (and where norm = 0)
+        for g in grads:
+            g.mul_(scale.view(-1, *([1] * (g.dim() - 1))))
+    return norm
 
 
 # ----------------------------------------------------------------------------- optimiser
@@ -71,24 +77,30 @@ class Adam:
     parameters.
 
     Adam is elementwise, so one instance over [S, ...] tensors is S independent optimisers. The
-    parameters become views into one flat tensor, so that a step is seven kernels rather than
-    seven per parameter tensor: at these sizes the per-call overhead (torch.optim's ~0.2 ms, then
-    ~2 us a kernel) was the largest single cost of an update.
+    parameters become views into one flat [S, P] tensor (seed-major), so that a step is seven
+    kernels rather than seven per parameter tensor, and a seed's gradient norm one reduction: at
+    these sizes the per-call overhead (torch.optim's ~0.2 ms, then ~2-10 us a kernel) was the
+    largest single cost of an update.
     """
 
     def __init__(self, params: list[torch.Tensor], lr: float, b1=0.9, b2=0.999, eps=1e-8):
         self.base_lr, self.b1, self.b2, self.eps = float(lr), b1, b2, eps
-        self.flat = torch.cat([p.detach().reshape(-1) for p in params])
+        n_seeds = params[0].shape[0]
+        self.flat = torch.cat([p.detach().reshape(n_seeds, -1) for p in params], dim=1)  # [S, P]
         offset = 0
         for p in params:  # same values, now stored in self.flat
-            p.data = self.flat[offset:offset + p.numel()].view_as(p)
-            offset += p.numel()
+            n = p[0].numel()
+            p.data = self.flat[:, offset:offset + n].view(p.shape)
+            offset += n
         self.mu, self.nu = torch.zeros_like(self.flat), torch.zeros_like(self.flat)
         self.count = 0
 
-    def step(self, grads: list[torch.Tensor], lr_frac: float) -> None:
-        """`grads` in the order of the parameters given at construction."""
-        grad = torch.cat([g.reshape(-1) for g in grads])
+    def flat_grad(self, grads: list[torch.Tensor]) -> torch.Tensor:
+        """The gradients (in the order of the parameters given at construction) as one [S, P] tensor."""
+        return torch.cat([g.reshape(g.shape[0], -1) for g in grads], dim=1)
+
+    def step(self, grad: torch.Tensor, lr_frac: float) -> None:
+        """`grad`: [S, P], as `flat_grad` gives it."""
         self.count += 1
         self.mu.lerp_(grad, 1 - self.b1)                                  # mu = b1 mu + (1 - b1) g
         self.nu.mul_(self.b2).addcmul_(grad, grad, value=1 - self.b2)     # nu = b2 nu + (1 - b2) g^2
@@ -149,12 +161,12 @@ class SeedBatchedAgent:
     # -- acting
     def greedy_actions(self, obs: torch.Tensor) -> torch.Tensor:
         """obs [S, E, obs_dim] -> argmax_a Q(f(s), a), [S, E]."""
-        return self.control(self.perception(obs)).argmax(-1)
+        return self.control.forward(self.perception.forward(obs)).argmax(-1)  # .forward: no hook machinery
 
     # -- pieces of the objectives
     def td_target(self, batch: Batch) -> torch.Tensor:
         """Y = r + gamma (1 - terminated) max_a' Q_theta-(f_phi-(s'), a'), target copies of both players."""
-        q_next = self.control_target(self.perception_target(batch.next_obs))
+        q_next = self.control_target.forward(self.perception_target.forward(batch.next_obs))
         return batch.reward + self.gamma * (1.0 - batch.terminated) * q_next.max(-1).values
 
     @staticmethod
@@ -167,8 +179,9 @@ class SeedBatchedAgent:
         return torch.zeros_like(q).scatter_add_(-1, batch.action.unsqueeze(-1), (-grad_delta).unsqueeze(-1))
 
     def _step(self, opt: Adam, grads: list[torch.Tensor], lr_frac: float) -> None:
-        clip_grad_norm_per_seed_(grads, self.max_grad_norm)
-        opt.step(grads, lr_frac)
+        grad = opt.flat_grad(grads)
+        clip_grad_norm_per_seed_([grad], self.max_grad_norm)
+        opt.step(grad, lr_frac)
 
     # -- the updates
     def dqn_update(self, batch: Batch, lr_frac: float) -> None:
@@ -179,9 +192,10 @@ class SeedBatchedAgent:
         grad_q = self.q_grad(msbe_grad(self.td_error(q, batch, target)), q, batch)
         grad_z, grads_theta = self.control.backward(saved_theta, grad_q, input_grad=True, param_grads=True)
         _, grads_phi = self.perception.backward(saved_phi, grad_z, input_grad=False, param_grads=True)
-        clip_grad_norm_per_seed_(grads_phi + grads_theta, self.max_grad_norm)  # one norm, whole network
-        self.perception_opt.step(grads_phi, lr_frac)
-        self.control_opt.step(grads_theta, lr_frac)
+        grad_phi, grad_theta = self.perception_opt.flat_grad(grads_phi), self.control_opt.flat_grad(grads_theta)
+        clip_grad_norm_per_seed_([grad_phi, grad_theta], self.max_grad_norm)  # one norm, whole network
+        self.perception_opt.step(grad_phi, lr_frac)
+        self.control_opt.step(grad_theta, lr_frac)
 
     def follower_update(self, batch: Batch, target: torch.Tensor, lr_frac: float) -> None:
         """Algorithm 1, step 1: phi <- phi - alpha_phi grad_phi L_F(phi; theta_bar), leader frozen.
@@ -198,7 +212,7 @@ class SeedBatchedAgent:
 
     def leader_update(self, batch: Batch, target: torch.Tensor, lr_frac: float) -> None:
         """Algorithm 1, step 2: theta <- theta - alpha_theta grad_theta L_L(theta; phi_bar), stop-grad on z."""
-        q, saved_theta = self.control.forward_saving(self.perception(batch.obs))
+        q, saved_theta = self.control.forward_saving(self.perception.forward(batch.obs))
         grad_q = self.q_grad(msbe_grad(self.td_error(q, batch, target)), q, batch)
         _, grads_theta = self.control.backward(saved_theta, grad_q, input_grad=False, param_grads=True)
         self._step(self.control_opt, grads_theta, lr_frac)

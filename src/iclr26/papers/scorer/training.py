@@ -62,14 +62,16 @@ def train_on_env(job, slot: str, env_index: int, ckpt) -> tuple[np.ndarray, dict
         buffer.load_state_dict(resume["buffer"])
         env = restore_env_state(env, tensors_to_numpy(resume["env"]))
         rng.bit_generator.state = resume["rng"]
-        obs_t, prev_done = resume["obs"].to(device), resume["prev_done"].numpy().copy()
+        obs, prev_done = resume["obs"].numpy().copy(), resume["prev_done"].numpy().copy()
+        obs_t = to_torch(obs)
         ep_return = resume["ep_return"].numpy().copy()
         episodes = [tuple(row) for row in resume["episodes"].tolist()]
         job.log(f"{slot}: resumed at vector step {start}/{n_iters}")
     else:
         start, wall, n_updates = 0, 0.0, 0
         obs, _ = env.reset(seed=env_seed)
-        obs_t = to_torch(obs.reshape(S * E, -1))
+        obs = obs.reshape(S * E, -1)  # the env's observations (the buffer keeps them); obs_t: the network's input
+        obs_t = to_torch(obs)
         prev_done = np.zeros(S * E, dtype=bool)
         ep_return = np.zeros(S * E)
         episodes = []  # (seed index, env step at the episode's end, return)
@@ -78,7 +80,7 @@ def train_on_env(job, slot: str, env_index: int, ckpt) -> tuple[np.ndarray, dict
         return {"slot": slot, "it": it, "wall": wall + time.time() - started, "n_updates": n_updates,
                 "agent": agent.state_dict(), "buffer": buffer.state_dict(),
                 "env": numpy_to_tensors(env_state(env)), "rng": rng.bit_generator.state,
-                "obs": obs_t.cpu().clone(), "prev_done": torch.from_numpy(prev_done.copy()),
+                "obs": torch.from_numpy(obs.copy()), "prev_done": torch.from_numpy(prev_done.copy()),
                 "ep_return": torch.from_numpy(ep_return.copy()),
                 "episodes": torch.tensor(episodes, dtype=torch.float64).reshape(-1, 3)}
 
@@ -92,16 +94,17 @@ def train_on_env(job, slot: str, env_index: int, ckpt) -> tuple[np.ndarray, dict
             actions = np.where(explore, rng.integers(0, n_actions, size=(S, E)), greedy).reshape(-1)
 
             next_obs, reward, terminated, truncated, _ = env.step(actions)
-            next_obs_t = to_torch(next_obs.reshape(S * E, -1))
+            next_obs = next_obs.reshape(S * E, -1)
             # the step after an episode's end is gymnasium's autoreset step: not a transition
-            buffer.add(obs_t, to_torch(actions, torch.long), to_torch(reward), next_obs_t, to_torch(terminated),
+            buffer.add(obs, actions, reward, next_obs, terminated,
                        (~prev_done).reshape(S, E))  # terminated, not truncated, stops bootstrapping
 
             ep_return += reward
             ended = np.flatnonzero(terminated | truncated)
             episodes.extend((int(i) // E, t, float(ep_return[i])) for i in ended)
             ep_return[ended] = 0.0
-            obs_t, prev_done = next_obs_t, terminated | truncated
+            obs, prev_done = next_obs, terminated | truncated
+            obs_t = to_torch(obs)
 
             if t > tr["learning_starts"] and crossed(t, E, int(tr["train_every"])):
                 lr_frac = 1.0 - t / T if tr["lr_decay"] else 1.0  # alpha_k = alpha_0 (1 - t/T)
