@@ -94,9 +94,29 @@ def test_split_segments_and_readings():
     assert np.allclose(top[short], last[short])
 
 
+def test_full_scale_keeps_the_post_hoc_items_and_the_shift_note():
+    """full.yaml replaces the base lists: every post-hoc deviation of the base config (the same reason
+    and date; its text may be reworded for MovieNet), the note on the split's train/test shift and the
+    claim counting (the last-segment reading a check, at every scale) must be in the composed full config."""
+    from iclr26.core.config import compose_job_config
+
+    base, full = (compose_job_config("scene_segmentation", scale) for scale in ("tiny", "full"))
+    posthoc = [d for d in base["deviations"] if isinstance(d, dict) and d.get("post_hoc")]
+    assert len(posthoc) == 3
+    got = {(d["why"], d["post_hoc"]) for d in full["deviations"] if isinstance(d, dict) and d.get("post_hoc")}
+    assert {(d["why"], d["post_hoc"]) for d in posthoc} <= got
+    shift = [n for n in base["table"]["notes"] if "train/test shift" in n]
+    assert len(shift) == 1 and any(shift[0].split(" (a train/test shift")[0] in n for n in full["table"]["notes"])
+    for cfg in (base, full):
+        kinds = {c["id"]: c.get("kind", "claim") for c in cfg["claims"]}
+        assert kinds["test_split_last"] == "check" and kinds["test_split_helps"] == "claim"
+
+
 def _real_format_movienet(root, served):
-    """MovieNet in its own formats: 240P_frames JPEGs, meta/<id>.json, scene318/shot_movie318/<id>.txt
-    (labelled movies) and shot/<id>.txt (the others), and BaSSL's anno.tar (anno.<split>.ndjson)."""
+    """MovieNet in its own formats: 240P_frames JPEGs, meta/<id>.json, movie1K.video_info.v1.json
+    ({id: {"fps", ...}}), scene318/shot_movie318/<id>.txt (labelled movies) and shot/<id>.txt (the
+    others; end frames inclusive, shot 2 of tt0000001 and tt0000022 one frame long), and BaSSL's
+    anno.tar (anno.<split>.ndjson)."""
     from PIL import Image
 
     rng = np.random.default_rng(0)
@@ -104,9 +124,16 @@ def _real_format_movienet(root, served):
               "tt0000011": ("train", ["Comedy", "Romance"]), "tt0000012": ("train", ["Documentary"]),
               "tt0000021": ("test", ["Thriller"]), "tt0000022": ("test", ["Film-Noir", "Crime"])}
     lines = {"pretrain": [], "train": [], "test": []}
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "movie1K.video_info.v1.json").write_text(json.dumps(
+        {vid: {"fps": 25.0 if vid == "tt0000002" else 24.0, "resolution": [1920, 800], "num_frame": 9999}
+         for vid in movies}))
     for j, (vid, (split, genres)) in enumerate(movies.items()):
         n = 6 + j % 2
-        frames = np.cumsum(rng.integers(20, 200, size=n + 1))
+        steps = rng.integers(20, 200, size=n + 1)
+        if vid in ("tt0000001", "tt0000022"):
+            steps[3] = 1                                      # shot 2: one frame (start == end)
+        frames = np.cumsum(steps)
         shot_dir = root / ("shot" if split == "pretrain" else "scene318/shot_movie318")
         shot_dir.mkdir(parents=True, exist_ok=True)
         (shot_dir / f"{vid}.txt").write_text("".join(
@@ -133,34 +160,76 @@ def _real_format_movienet(root, served):
 
 
 def test_movienet_conversion(tmp_path):
-    """MovieNet's meta and shot files and BaSSL's anno files -> the layout (no torchvision needed)."""
+    """MovieNet's meta, video-info and shot files and BaSSL's anno files -> the layout (no torchvision
+    needed): each movie's fps from the video-info file, inclusive end frames (a one-frame shot lasts
+    1/fps and gets a finite anchor weight), a bad pretraining movie left out and counted, a bad labelled
+    movie one error line naming it and both counts."""
     served = tmp_path / "served"
     served.mkdir()
     root = tmp_path / "movienet"
     movies = _real_format_movienet(root, served)
     with tarfile.open(served / "anno.tar") as tar:
         tar.extractall(tmp_path / "anno", filter="data")
-    spec = {"meta_dir": "meta", "fps": 24, "shot_dirs": ["scene318/shot_movie318", "shot"]}
+    spec = {"meta_dir": "meta", "video_info": "movie1K.video_info.v1.json",
+            "shot_dirs": ["scene318/shot_movie318", "shot"]}
     vocabulary = {g.lower() for _, genres in movies.values() for g in genres}
-    got = movienet.convert_movienet(root, tmp_path / "anno", tmp_path / "out", spec, vocabulary)
-    assert got == {"movies": {"pretrain": 2, "train": 2, "test": 2}, "videos": 6}
+
+    def convert(name):
+        logged = []
+        got = movienet.convert_movienet(root, tmp_path / "anno", tmp_path / name, spec, vocabulary, log=logged.append)
+        return got, logged
+
+    got, logged = convert("out")
+    assert {k: got[k] for k in ("movies", "videos", "left_out")} == \
+        {"movies": {"pretrain": 2, "train": 2, "test": 2}, "videos": 6, "left_out": 0} and logged == []
+    assert json.loads((tmp_path / "out/conversion.json").read_text())["left_out"] == 0
     shots = json.loads((tmp_path / "out/shots/tt0000001.json").read_text())   # a pretraining movie: shot/
-    first = (root / "shot/tt0000001.txt").read_text().split()
-    assert shots[0] == {"shot_id": "0000", "start": int(first[0]) / 24, "end": int(first[1]) / 24}
+    lines = [x.split() for x in (root / "shot/tt0000001.txt").read_text().splitlines()]
+    a, b = int(lines[0][0]), int(lines[0][1])
+    assert shots[0] == {"shot_id": "0000", "start": a / 24, "end": b / 24, "duration": (b - a + 1) / 24}
+    assert lines[2][0] == lines[2][1] and shots[2]["duration"] == 1 / 24   # one frame: 1/fps, not 0
+    lines = [x.split() for x in (root / "shot/tt0000002.txt").read_text().splitlines()]   # fps 25 here
+    assert json.loads((tmp_path / "out/shots/tt0000002.json").read_text())[1]["end"] == int(lines[1][1]) / 25
     assert json.loads((tmp_path / "out/genres/tt0000001.json").read_text()) == ["Action", "Sci-Fi"]
     assert (tmp_path / "out/anno/anno.test.ndjson").read_text() == (tmp_path / "anno/anno.test.ndjson").read_text()
-    meta = json.loads((root / "meta/tt0000002.json").read_text())   # a meta file's fps wins over spec.fps
-    (root / "meta/tt0000002.json").write_text(json.dumps({**meta, "video": {"fps": 25.0}}))
-    movienet.convert_movienet(root, tmp_path / "anno", tmp_path / "out", spec, vocabulary)
-    first = (root / "shot/tt0000002.txt").read_text().split()
-    assert json.loads((tmp_path / "out/shots/tt0000002.json").read_text())[0]["end"] == int(first[1]) / 25
-    (root / "meta/tt0000002.json").write_text(json.dumps({**meta, "genres": ["Zombie"]}))
+    for vid in movies:   # the loader reads the converted layout; the one-frame shot's anchor weight is finite
+        n = len(json.loads((tmp_path / f"out/shots/{vid}.json").read_text()))
+        np.save(tmp_path / f"out/features/{vid}.npy", np.zeros((n, 3, 4), np.float16))
+    pre = movienet.load_split(tmp_path / "out", "pretrain", frames=False)
+    assert pre[0]["durations"][2] == np.float32(1 / 24)
+    q = bassl.anchor_probs(pre[0]["durations"], 1.0, True)
+    assert np.all(np.isfinite(q)) and q.sum() == pytest.approx(1) and q.argmax() == 2
+
+    # a pretraining movie whose shot file disagrees with the anno files: left out, logged, counted
+    with open(root / "shot/tt0000002.txt", "a") as f:
+        f.write("99990 99999 99990 99995 99999\n")
+    got, logged = convert("out2")
+    assert got["movies"] == {"pretrain": 1, "train": 2, "test": 2} and got["left_out"] == 1
+    assert logged == [f"pretraining movie tt0000002 left out: 8 shots in {root / 'shot/tt0000002.txt'}, "
+                      "7 in the anno files"]
+    assert "tt0000002" not in (tmp_path / "out2/anno/anno.pretrain.ndjson").read_text()
+    assert [m["video_id"] for m in movienet.load_split(tmp_path / "out", "pretrain", frames=False)] == \
+        ["tt0000001", "tt0000002"]
+    # ... and one missing from the video-info file: left out too
+    info = json.loads((root / "movie1K.video_info.v1.json").read_text())
+    (root / "movie1K.video_info.v1.json").write_text(json.dumps({k: v for k, v in info.items() if k != "tt0000001"}))
+    got, logged = convert("out3")
+    assert got["left_out"] == 2 and got["movies"]["pretrain"] == 0 and "no fps in" in logged[0]
+    (root / "movie1K.video_info.v1.json").write_text(json.dumps(info))
+    # a labelled movie that disagrees: one error line naming the movie and both counts
+    with open(root / "scene318/shot_movie318/tt0000021.txt", "a") as f:
+        f.write("99990 99999 99990 99995 99999\n")
+    with pytest.raises(ValueError, match=r"^1 labelled movies cannot be converted: tt0000021 \(7 shots in "
+                                         r".*tt0000021.txt, 6 in the anno files\)$") as err:
+        convert("out4")
+    assert "\n" not in str(err.value)
+    meta = json.loads((root / "meta/tt0000012.json").read_text())
+    (root / "meta/tt0000012.json").write_text(json.dumps({**meta, "genres": ["Zombie"]}))
     with pytest.raises(ValueError, match="Zombie"):   # an unknown genre is an error, never a silent zero
-        movienet.convert_movienet(root, tmp_path / "anno", tmp_path / "out", spec, vocabulary)
-    (root / "meta/tt0000002.json").write_text(json.dumps(meta))
-    (root / "shot/tt0000002.txt").unlink()
-    with pytest.raises(ValueError, match="cannot be converted"):
-        movienet.convert_movienet(root, tmp_path / "anno", tmp_path / "out", spec, vocabulary)
+        convert("out5")
+    (root / "movie1K.video_info.v1.json").unlink()
+    with pytest.raises(FileNotFoundError, match="video-info"):
+        convert("out6")
 
 
 def test_full_scale_path_offline(tmp_path, workdir, static_server):
@@ -186,6 +255,8 @@ def test_full_scale_path_offline(tmp_path, workdir, static_server):
     (served / f"resnet50-{digest[:8]}.pth").write_bytes(buf.getvalue())
     root = tmp_path / "movienet"
     movies = _real_format_movienet(root, served)
+    with open(root / "shot/tt0000002.txt", "a") as f:   # a pretraining movie whose shot count disagrees
+        f.write("99990 99999 99990 99995 99999\n")
     over = [f"data.movienet.root={root}", f"data.movienet.anno.download_url={url}/anno.tar",
             f"data.movienet.encoder.url={url}/resnet50-{digest[:8]}.pth", f"data.movienet.encoder.sha256={digest}",
             "data.movienet.encoder.resize=20", "data.movienet.encoder.crop=16", "data.movienet.encoder.batch=16",
@@ -206,6 +277,11 @@ def test_full_scale_path_offline(tmp_path, workdir, static_server):
     assert test[1]["features"].dtype == np.float16 and list(test[1]["labels"][:5]) == [0, 0, 1, 0, 1]
     shot_txt = (root / "scene318/shot_movie318/tt0000022.txt").read_text().split()
     assert test[1]["starts"][0] == int(shot_txt[0]) / 24 and test[1]["ends"][0] == int(shot_txt[1]) / 24
+    assert test[1]["durations"][2] == np.float32(1 / 24)   # the one-frame shot
+    conversion = json.loads((prepared / "conversion.json").read_text())   # the mismatched pretraining movie
+    assert conversion["left_out"] == 1 and list(conversion["left_out_movies"]) == ["tt0000002"]
+    assert [m["video_id"] for m in movienet.load_split(prepared, "pretrain", frames=False)] == ["tt0000001"]
+    assert not (prepared / "features/tt0000002.npy").exists()
     # the features are the pinned ResNet-50's pooled output on BaSSL's test transform of each key frame
     from PIL import Image
 

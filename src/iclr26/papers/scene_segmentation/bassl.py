@@ -114,6 +114,13 @@ def pseudo_boundary(e: torch.Tensor) -> torch.Tensor:
     return score.argmax(1)
 
 
+def anchor_probs(durations: np.ndarray, alpha: float, duration: bool) -> np.ndarray:
+    """The paper's duration-aware anchors: p(i) ∝ d_i^-alpha (else uniform). Durations must be > 0
+    (load_split checks it; MovieNet's one-frame shots last 1/fps)."""
+    q = np.asarray(durations, float) ** -alpha if duration else np.ones(len(durations))
+    return q / q.sum()
+
+
 def pretrain(movies: list[dict], gvecs: np.ndarray, cfg: dict, seed: int, use_genre: bool, duration: bool,
              device: str = "cpu") -> dict:
     m, p = cfg["model"], cfg["pretrain"]
@@ -124,10 +131,7 @@ def pretrain(movies: list[dict], gvecs: np.ndarray, cfg: dict, seed: int, use_ge
                   m.get("crn_layers", 1)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=p["lr"], weight_decay=1e-4)
     sizes = np.array([len(mv["labels"]) for mv in movies], float)
-    anchor_p = []
-    for mv in movies:   # the paper's duration-aware anchors: p(i) ∝ d_i^-alpha (else uniform)
-        q = mv["durations"].astype(float) ** -p["alpha"] if duration else np.ones(len(mv["durations"]))
-        anchor_p.append(q / q.sum())
+    anchor_p = [anchor_probs(mv["durations"], p["alpha"], duration) for mv in movies]
     hits, total = 0, 0
     for _ in range(p["steps"]):
         which = rng.choice(len(movies), size=p["batch"], p=sizes / sizes.sum())

@@ -6,7 +6,9 @@ keyframes.py):
     anno/anno.<split>.ndjson   one line per shot but a movie's last: {"video_id", "shot_id" (4 digits),
                                "num_shot", "boundary_label"} (1: the shot ends a scene), splits
                                pretrain (labels unused), train, val, test (BaSSL's own anno files)
-    shots/<video_id>.json      [{"shot_id", "start", "end"}] (seconds; full: MovieNet's shot frames / fps)
+    shots/<video_id>.json      [{"shot_id", "start", "end", "duration" (optional; else end - start)}]
+                               (seconds; full: MovieNet's shot frames / the movie's fps, duration
+                               (end - start + 1) frames: MovieNet's end frames are inclusive)
     genres/<video_id>.json     [genre, ...] (full: MovieNet's meta "genres")
     features/<video_id>.npy    (num_shot, 3, dim) key-frame features (BaSSL fine-tunes on pre-extracted
                                shot features; the tiny world has no pixels; full: frozen ResNet-50, 2048-d
@@ -130,8 +132,11 @@ def load_split(root: Path, split: str, frames: bool = True) -> list[dict]:
             raise ValueError(f"{vid}: {len(labels[vid])} annotated shots, {len(shots)} timed, {len(feats)} featured")
         starts = np.array([s["start"] for s in shots], np.float64)
         ends = np.array([s["end"] for s in shots], np.float64)
+        durations = np.array([s.get("duration", s["end"] - s["start"]) for s in shots], np.float32)
+        if not np.all(durations > 0):
+            raise ValueError(f"{vid}: shot {int(np.argmin(durations))} lasts {durations.min()} s (must be > 0)")
         mv = {"video_id": vid, "genres": json.loads((Path(root) / "genres" / f"{vid}.json").read_text()),
-              "labels": labels[vid], "starts": starts, "ends": ends, "durations": (ends - starts).astype(np.float32),
+              "labels": labels[vid], "starts": starts, "ends": ends, "durations": durations,
               "mean": np.asarray(feats.mean(1), np.float32)}
         if frames:
             mv["features"] = feats
@@ -140,66 +145,98 @@ def load_split(root: Path, split: str, frames: bool = True) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- MovieNet -> layout (full)
+LABELLED = ("train", "val", "test")
+
+
 def read_shot_file(path: Path, fps: float) -> list[dict]:
     """A MovieNet shot file (scene318/shot_movie318/<id>.txt, the file BaSSL's metric reads): one line
-    per shot, "start_frame end_frame kf0 kf1 kf2"; -> [{shot_id, start, end}] in seconds."""
+    per shot, "start_frame end_frame kf0 kf1 kf2", end frames inclusive (a shot 0-48 is followed by one
+    starting at 49) -> [{shot_id, start, end, duration}] in seconds: start and end are the frames / fps
+    (BaSSL's get_scene_list reads the same two numbers for mIoU), duration (end - start + 1) / fps, so a
+    one-frame shot lasts 1/fps, never 0. An end before its start: ValueError naming the line."""
     out = []
     for i, line in enumerate(x for x in Path(path).read_text().splitlines() if x.strip()):
         start, end = (int(v) for v in line.split()[:2])
-        out.append({"shot_id": f"{i:04d}", "start": start / fps, "end": end / fps})
+        if end < start:
+            raise ValueError(f"{path}: shot {i} ends at frame {end} before its start {start}")
+        out.append({"shot_id": f"{i:04d}", "start": start / fps, "end": end / fps, "duration": (end - start + 1) / fps})
     return out
 
 
-def convert_movienet(src: Path, anno_dir: Path, out: Path, spec: dict, vocabulary) -> dict:
+def read_video_info(path: Path) -> dict[str, float]:
+    """MovieNet's movie1K.video_info.v1.json, {imdb_id: {"fps": ..., ...}} -> {imdb_id: fps}."""
+    return {vid: float(v["fps"]) for vid, v in json.loads(Path(path).read_text()).items()
+            if isinstance(v, dict) and v.get("fps")}
+
+
+def convert_movienet(src: Path, anno_dir: Path, out: Path, spec: dict, vocabulary, log=print) -> dict:
     """MovieNet files -> the layout above (features are written separately, keyframes.py).
-    anno_dir: BaSSL's anno files (anno.<split>.ndjson: video_id, shot_id, num_shot, boundary_label),
-    copied as they are; per movie of any split, shots/<id>.json from the first of spec.shot_dirs (under
-    src) that has <id>.txt, in seconds at the movie's fps (meta/<id>.json "video.fps" when present, else
-    spec.fps, the 24 BaSSL's metric assumes), and genres/<id>.json from MovieNet's meta/<id>.json
-    "genres". An unknown genre (not in `vocabulary`) or a movie without shot times or meta: ValueError."""
+    anno_dir: BaSSL's anno files (anno.<split>.ndjson: video_id, shot_id, num_shot, boundary_label);
+    per movie, shots/<id>.json from the first of spec.shot_dirs (under src) that has <id>.txt, in seconds
+    at the movie's fps from MovieNet's video-info file (src/spec.video_info), and genres/<id>.json from
+    MovieNet's meta/<id>.json "genres". A movie that cannot be converted (no shot file, meta file or fps;
+    a shot file whose line count differs from num_shot; a bad line) is, in the pretrain split, left out
+    (one log line each, with both counts, and counted; BaSSL never reads shot files for pretraining), and
+    in a labelled split an error (one line naming every such movie: its shot times, used by the duration
+    signals and mIoU, are uncertain; BaSSL's metric indexes the shot file by shot id and checks nothing).
+    The anno files are written without the left-out movies; out/conversion.json records the counts.
+    An unknown genre (not in `vocabulary`): ValueError."""
     src, out = Path(src), Path(out)
     for sub in ("anno", "shots", "genres", "features"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     found = {p.name: p for p in Path(anno_dir).rglob("anno.*.ndjson")}
-    counts, vids = {}, {}
-    for split in SPLITS:
-        name = f"anno.{split}.ndjson"
-        if name not in found:
-            continue
-        text = found[name].read_text()
-        (out / "anno" / name).write_text(text)
-        ids = list(dict.fromkeys(json.loads(x)["video_id"] for x in text.splitlines() if x.strip()))
-        counts[split] = len(ids)
-        for line in text.splitlines():
-            if line.strip():
-                row = json.loads(line)
-                vids[row["video_id"]] = int(row["num_shot"])
-    missing = [s for s in ("pretrain", "train", "test") if s not in counts]
+    missing = [s for s in ("pretrain", "train", "test") if f"anno.{s}.ndjson" not in found]
     if missing:
         raise ValueError(f"BaSSL's anno files in {anno_dir} lack anno.{{{','.join(missing)}}}.ndjson")
-    problems, unknown = [], set()
-    for vid, num_shot in vids.items():
+    info_file = src / spec["video_info"]
+    if not info_file.is_file():
+        raise FileNotFoundError(f"no MovieNet video-info file {info_file} ({{imdb_id: {{'fps': ...}}}})")
+    fps_of = read_video_info(info_file)
+    rows, num_shot = {}, {}
+    for split in SPLITS:
+        if f"anno.{split}.ndjson" in found:
+            rows[split] = [json.loads(x) for x in found[f"anno.{split}.ndjson"].read_text().splitlines() if x.strip()]
+            for row in rows[split]:
+                num_shot[row["video_id"]] = int(row["num_shot"])
+    problems, unknown = {}, set()
+    for vid, n in num_shot.items():
         meta_file = src / spec["meta_dir"] / f"{vid}.json"
         shot_file = next((f for d in spec["shot_dirs"] if (f := src / d / f"{vid}.txt").is_file()), None)
-        if not meta_file.is_file() or shot_file is None:
-            problems.append(f"{vid}: {'no ' + str(meta_file) if not meta_file.is_file() else ''}"
-                            f"{' no shot file in ' + ', '.join(spec['shot_dirs']) if shot_file is None else ''}")
+        why = [w for w, bad in ((f"no {meta_file}", not meta_file.is_file()),
+                                (f"no shot file in {', '.join(spec['shot_dirs'])}", shot_file is None),
+                                (f"no fps in {info_file.name}", vid not in fps_of)) if bad]
+        if not why:
+            try:
+                shots = read_shot_file(shot_file, fps_of[vid])
+            except ValueError as err:
+                why = [str(err)]
+        if not why and len(shots) != n:
+            why = [f"{len(shots)} shots in {shot_file}, {n} in the anno files"]
+        if why:
+            problems[vid] = "; ".join(why)
             continue
         meta = json.loads(meta_file.read_text())
-        fps = float(((meta.get("video") or {}).get("fps")) or spec["fps"])
-        shots = read_shot_file(shot_file, fps)
-        if len(shots) != num_shot:
-            problems.append(f"{vid}: {len(shots)} shots in {shot_file}, {num_shot} in the anno files")
-            continue
         genres = list(meta.get("genres") or [])
         unknown |= {g for g in genres if g.lower() not in vocabulary}
         (out / "shots" / f"{vid}.json").write_text(json.dumps(shots))
         (out / "genres" / f"{vid}.json").write_text(json.dumps(genres))
     if unknown:
         raise ValueError(f"genres without a definition in genre.definitions: {sorted(unknown)}")
-    if problems:
-        raise ValueError(f"{len(problems)} movies cannot be converted, e.g. {problems[:3]}")
-    return {"movies": counts, "videos": len(vids)}
+    labelled = {row["video_id"] for split in LABELLED for row in rows.get(split, [])}
+    bad = [f"{vid} ({why})" for vid, why in problems.items() if vid in labelled]
+    if bad:
+        raise ValueError(f"{len(bad)} labelled movies cannot be converted: {'; '.join(bad)}")
+    for vid, why in problems.items():
+        log(f"pretraining movie {vid} left out: {why}")
+    counts = {}
+    for split, split_rows in rows.items():
+        kept = [r for r in split_rows if r["video_id"] not in problems]
+        (out / "anno" / f"anno.{split}.ndjson").write_text("".join(json.dumps(r) + "\n" for r in kept))
+        counts[split] = len(dict.fromkeys(r["video_id"] for r in kept))
+    result = {"movies": counts, "videos": len(num_shot) - len(problems), "left_out": len(problems),
+              "left_out_movies": problems}
+    (out / "conversion.json").write_text(json.dumps(result, indent=1))
+    return result
 
 
 # ----------------------------------------------------------------------------- mechanism checks

@@ -5,10 +5,12 @@ acquire   tiny/smoke: per world (hypothesis: assumptions A, B, C on; null: off) 
           seed, so they differ only in A, B, C. full: BaSSL's anno.tar (core.acquire.download; its
           sha256 is checked where the config pins one, else the digest of the download is recorded:
           trust on first use) and torchvision's ResNet-50 IMAGENET1K_V2 weights (pinned url and
-          sha256); MovieNet's key frames, meta files and scene318 folder are checked where they were
-          placed by hand (160 GB and a Google Drive step: one line says what goes where).
+          sha256); MovieNet's key frames, meta files, video-info file and scene318 folder are checked
+          where they were placed by hand (160 GB and a Google Drive step: one line says what goes where).
 prepare   full: MovieNet's files -> the layout (movienet.convert_movienet: BaSSL's anno files, shot
-          times from the shot files, genres from the meta files) and the key-frame features
+          times from the shot files at each movie's fps from MovieNet's video-info file, genres from the
+          meta files; pretraining movies that cannot be converted are left out and counted, labelled
+          ones stop prepare) and the key-frame features
           (keyframes.py: frozen ResNet-50, one unit per movie); then, at every scale, the data checks
           per world and seed (movienet.mechanism_checks), before any arm runs.
 train     per row, world and seed, one unit: BaSSL-lite pretraining on the pretrain split (the row's
@@ -80,13 +82,14 @@ def _acquire_movienet(job, spec: dict) -> dict:
 
     src = Path(spec["root"])
     need = [spec["frames_dir"], spec["meta_dir"], spec["shot_dirs"][0]]
-    missing = [d for d in need if not (src / d).is_dir()]
+    missing = [d for d in need if not (src / d).is_dir()] + [f for f in [spec["video_info"]] if not (src / f).is_file()]
     if missing:
         raise FileNotFoundError(
             f"scene_segmentation: place MovieNet in {src} (data.movienet.root, env ICLR26_MOVIENET_DIR): "
             f"{spec['frames_dir']}/<imdb_id>/shot_XXXX_img_{{0,1,2}}.jpg from {spec['frames_zip']} (BaSSL's "
             f"download script), {spec['shot_dirs'][0]}/ from the scene318 Google Drive folder of BaSSL's README, "
-            f"{spec['meta_dir']}/<imdb_id>.json from MovieNet's meta annotations; missing: {missing}")
+            f"{spec['meta_dir']}/<imdb_id>.json from MovieNet's meta annotations, {spec['video_info']} "
+            f"({{imdb_id: {{\"fps\": ...}}}}) from MovieNet's annotation downloads; missing: {missing}")
     enc = spec["encoder"]
     if not pin_matches_url(enc["url"], str(enc.get("sha256") or "")):
         raise DataError(f"data.movienet.encoder: sha256 {enc.get('sha256')} does not start with the hash in "
@@ -129,9 +132,13 @@ def _prepare_movienet(job, cfg: dict) -> None:
     from . import keyframes
 
     spec, raw, out = cfg["data"][DATASET], job.raw_dir(), job.out_dir / "movienet"
-    conv = movienet.convert_movienet(raw / "movienet_src", raw / "anno_files", out, spec, cfg["genre"]["definitions"])
-    job.log(f"converted {conv}")
-    shots = {p.stem: len(json.loads(p.read_text())) for p in sorted((out / "shots").glob("*.json"))}
+    conv = movienet.convert_movienet(raw / "movienet_src", raw / "anno_files", out, spec, cfg["genre"]["definitions"],
+                                     log=job.log)
+    job.log(f"converted: movies per split {conv['movies']}; {conv['left_out']} pretraining movies left out "
+            f"(listed in {out / 'conversion.json'})")
+    kept = sorted({json.loads(x)["video_id"] for p in (out / "anno").glob("anno.*.ndjson")
+                   for x in p.read_text().splitlines() if x.strip()})   # the converted movies only
+    shots = {vid: len(json.loads((out / "shots" / f"{vid}.json").read_text())) for vid in kept}
     state = {}
 
     def extract(vid: str) -> dict:
