@@ -1,11 +1,14 @@
-"""Card 14, encoder redundancy: MiniMME in VLMEvalKit's MCQ TSV layout, CUR and IG, the masks, that
-masking zeroes exactly the masked encoder, and the full-scale path offline (a real-format TSV with a
-larger image and an image-reference row, md5-pinned, served on loopback, acquired and prepared by
-the stages). (The smoke pipeline and resume are tests/test_contract.py's.)"""
+"""Card 14, encoder redundancy: MiniMME in VLMEvalKit's TSV layouts, the row reader (index references,
+hints, malformed answers), CUR and IG with validation-chosen subsets, zero masking, the scorers, and the
+full-scale path offline: real-format MCQ / VQA / Y-N TSVs served on loopback, md5-pinned, acquired and
+streamed by prepare, then masked evaluation of a tiny transformers DeepseekVLHybridForConditionalGeneration
+(a real two-encoder class, SAM + SigLIP) written by save_pretrained. (The smoke pipeline and resume are
+tests/test_contract.py's.)"""
 import base64
 import csv
 import hashlib
 import io
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,7 +16,7 @@ import pytest
 import torch
 from PIL import Image
 
-from iclr26.papers.encoder_redundancy import analysis, minimme, model, stages
+from iclr26.papers.encoder_redundancy import analysis, full, minimme, model, stages
 
 
 def test_minimme_writes_vlmevalkit_tsv_and_reads_back(tmp_path):
@@ -21,86 +24,219 @@ def test_minimme_writes_vlmevalkit_tsv_and_reads_back(tmp_path):
     minimme.write_tsv(path, 5, seed=0, noise=0.05)
     with open(path) as f:
         header = next(csv.reader(f, delimiter="\t"))
-    assert header == ["index", "image", "question", "A", "B", "C", "D", "answer", "category"]
-    tab = minimme.read_tsv(path)
-    assert tab["image"].shape == (20, 3, 16, 16) and tab["skipped"] == 0
-    assert set(tab["category"]) == set(minimme.CATEGORIES)
-    ids = minimme.answer_ids(tab["options"])
-    assert (ids >= 0).all()
-    right = np.array([minimme.ANSWERS[i] for i in ids[np.arange(20), tab["answer"]]])
+    assert header[:3] == ["index", "image", "question"] and "answer" in header and "hint" in header
+    tab = minimme.to_arrays(path)
+    assert tab["x"].shape == (20, 3, 16, 16) and tab["skipped"] == 0
     ocr = tab["category"] == "ocr"
+    assert tab["allowed"][ocr].all() and (tab["allowed"][~ocr].sum(1) == 4).all()   # open VQA vs 4 options
+    right = np.array([minimme.ANSWERS[i] for i in tab["y"]])
     assert set(right[ocr]) <= set(minimme.DIGITS) and set(right[~ocr]).isdisjoint(minimme.DIGITS)
 
 
-def test_glyph_is_drawn_and_read_only_at_full_resolution():
+def test_knowledge_needs_more_than_the_colour():
+    fams = {c: {minimme.family(c, r) for r in minimme.RELATIONS} for c in minimme.COLOURS}
+    assert all(len(f) == 4 for f in fams.values())   # the colour alone does not tell the family
+    sides = {r: {minimme.family(c, r) for c in minimme.COLOURS} for r in minimme.RELATIONS}
+    assert all(len(f) == 4 for f in sides.values())   # nor the side alone
+
+
+def test_glyph_is_drawn():
     img, facts = minimme.draw(np.random.default_rng(1), 0.0)
-    band = img[11:16].mean(2)
-    assert (band == 0).sum() == sum(r.count("1") for r in minimme.GLYPHS[facts["digit"]])
+    assert (img[11:16].mean(2) == 0).sum() == sum(r.count("1") for r in minimme.GLYPHS[facts["digit"]])
 
 
-def test_cur_and_ig_follow_the_project_page_formulas():
+def _b64_png(size, value=200):
+    buf = io.BytesIO()
+    Image.fromarray(np.full((size, size, 3), value, np.uint8)).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _write(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _mcq_rows():
+    base = {"hint": "", "C": "", "D": "", "category": "coarse_perception", "l2-category": "x", "split": "dev"}
+    return [{**base, "index": 10, "image": _b64_png(40), "question": "Which animal?", "hint": "A pet.", "A": "cat",
+             "B": "dog", "answer": "B"},
+            {**base, "index": 11, "image": "10", "question": "Same image?", "A": "yes", "B": "no", "answer": "A"},
+            {**base, "index": 12, "image": _b64_png(30), "question": "Bad answer", "A": "x", "B": "y", "answer": "AB"},
+            {**base, "index": 13, "image": _b64_png(30), "question": "No answer", "A": "x", "B": "y", "answer": ""}]
+
+
+def test_row_reader_resolves_references_and_rejects_bad_answers(tmp_path):
+    path = tmp_path / "MMBench_DEV_EN.tsv"
+    _write(path, _mcq_rows())
+    rows = list(minimme.iter_rows(path))
+    assert rows[2] is None and rows[3] is None
+    assert rows[1]["image"] == rows[0]["image"] and rows[1]["type"] == "MCQ"
+    prompt = minimme.build_prompt(rows[0])
+    assert prompt.startswith("Hint: A pet.\nQuestion: Which animal?\nOptions:\nA. cat\nB. dog\n")
+
+
+def test_cur_ig_and_validation_chosen_subset():
     keeps = model.keep_masks(2)
     assert keeps == [(1, 1), (1, 0), (0, 1)] and len(model.keep_masks(4)) == 15
     cat = np.array(["ocr"] * 4 + ["general"] * 4)
-    correct = np.array([[1, 1, 1, 1, 1, 1, 1, 0],     # all kept: ocr 1.0, general 0.75
-                        [0, 0, 1, 1, 1, 1, 1, 1],     # without encoder b: ocr 0.5, general 1.0
-                        [1, 1, 1, 1, 1, 1, 0, 0]])    # without encoder a: ocr 1.0, general 0.5
-    rec = analysis.mask_records(correct, cat, keeps, ("a", "b"), "zero", 0)
+    test = np.array([[1, 1, 1, 1, 1, 1, 1, 0],     # all kept: ocr 1.0, general 0.75
+                     [0, 0, 1, 1, 1, 1, 1, 1],     # without encoder b: ocr 0.5, general 1.0
+                     [1, 1, 1, 1, 1, 1, 0, 0]])    # without encoder a: ocr 1.0, general 0.5
+    val = np.array([[1, 1, 1, 1, 1, 1, 1, 1],
+                    [1, 1, 1, 1, 0, 0, 0, 0],      # validation prefers keeping b on general
+                    [1, 1, 1, 1, 1, 1, 1, 1]])
+    rec = analysis.mask_records(test, cat, val, cat, keeps, ("a", "b"), "zero", 0, {"ocr": 0.1, "general": 0.25})
     cur = {(r["category"], r["encoder"]): r["cur"] for r in rec if r["kind"] == "cur"}
     assert cur[("ocr", "b")] == pytest.approx(0.5) and cur[("ocr", "a")] == pytest.approx(0.0)
     assert cur[("general", "b")] == pytest.approx(-1 / 3) and cur[("general", "a")] == pytest.approx(1 / 3)
     summ = {r["category"]: r for r in rec if r["kind"] == "summary"}
-    assert summ["general"]["ig"] == pytest.approx(2 / 3) and summ["general"]["best_gain"] == pytest.approx(0.25)
-    assert summ["ocr"]["cur_min"] == pytest.approx(0.0)
+    assert summ["general"]["ig"] == pytest.approx(2 / 3)
+    # the subset chosen on validation (keep b) scores 0.5 on test: gain -0.25, not the test-best +0.25
+    assert summ["general"]["best_gain"] == pytest.approx(-0.25) and summ["general"]["kept"] == "b"
+    assert summ["general"]["cur_cap"] == pytest.approx(1 - 0.25 / 0.75)
 
 
 def test_zero_mask_removes_exactly_the_masked_encoder():
-    cfg = {"model": {"width": 4, "proj_dim": 4, "hidden": 8, "noise_sigma": 0.5}}
     torch.manual_seed(0)
-    net = model.build(model.ENCODERS, cfg, 4, len(minimme.ANSWERS)).eval()
-    x, q, o = torch.rand(5, 3, 16, 16), torch.zeros(5, dtype=torch.long), torch.arange(4).repeat(5, 1)
-    keep = torch.tensor([1, 1, 0, 1])
-    gen = lambda: torch.Generator().manual_seed(0)   # noqa: E731
-    before = net(x, q, o, keep, "zero", gen())
+    encs = [model.Encoder(k, 4, 0.5) for k in model.ENCODERS]
+    head = model.Head(16, 4, 8, 4, len(minimme.ANSWERS)).eval()
+    x = torch.rand(5, 3, 16, 16)
+    q, allowed = torch.zeros(5, dtype=torch.long), torch.ones(5, len(minimme.ANSWERS), dtype=torch.bool)
+
+    def out():
+        z = torch.cat([e(x, torch.Generator().manual_seed(0)) for e in encs], 1)
+        return head(model.mask_features(z, (1, 1, 0, 1), 4), q, allowed)
+
+    before = out()
     with torch.no_grad():
-        for p in net.encoders[2].parameters():
+        for p in encs[2].parameters():
             p.add_(1.0)
-    assert torch.allclose(before, net(x, q, o, keep, "zero", gen()))
-    assert not torch.allclose(before, net(x, q, o, None, "zero", gen()))
+    assert torch.allclose(before, out())
+    with torch.no_grad():
+        for p in encs[1].parameters():
+            p.add_(1.0)
+    assert not torch.allclose(before, out())
 
 
-def _b64_png(size):
-    buf = io.BytesIO()
-    Image.fromarray(np.full((size, size, 3), 200, np.uint8)).save(buf, format="PNG")
-    return base64.b64encode(buf.getvalue()).decode()
+def test_scorers():
+    opts = {"A": "cat", "B": "dog"}
+    assert full.mcq_choice("B", opts) == "B" and full.mcq_choice("The answer is B.", opts) == "B"
+    assert full.mcq_choice("a dog", opts) == "B" and full.mcq_choice("A or B", opts) is None
+    assert full.anls("hello", ["hello"]) == 1.0 and full.anls("xyz", ["hello"]) == 0.0
+    assert full.relaxed("10.2", ["10"]) == 1.0 and full.relaxed("12", ["10"]) == 0.0
+    assert full.score({"type": "VQA", "answer": ["yes"]}, "Yes", "yes_no") == 1.0
+    assert full.score({"type": "VQA", "answer": ["stop"] * 3 + ["halt"]}, "stop", "vqa") == 1.0
+    with pytest.raises(NotImplementedError, match="Eagle-X4/X5"):
+        full.family("eagle")
+
+
+def _tiny_deepseek_vl(path):
+    """A two-encoder transformers model (SAM high-res + SigLIP low-res) and its processor."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import (
+        DeepseekVLHybridConfig,
+        DeepseekVLHybridForConditionalGeneration,
+        DeepseekVLHybridImageProcessor,
+        DeepseekVLHybridProcessor,
+        PreTrainedTokenizerFast,
+    )
+
+    special = ["<unk>", "<bos>", "<eos>", "<image_placeholder>", "<pad>"]
+    core = Tokenizer(models.BPE(unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    core.train_from_iterator(["Question: Which animal? Options: A. cat B. dog yes no 0 1 2"] * 20, trainers.BpeTrainer(
+        vocab_size=120, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+                                  unk_token="<unk>", extra_special_tokens={"image_token": "<image_placeholder>"})
+    cfg = DeepseekVLHybridConfig(
+        text_config={"model_type": "llama", "vocab_size": len(tok), "hidden_size": 32, "intermediate_size": 64,
+                     "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+                     "max_position_embeddings": 256, "bos_token_id": tok.bos_token_id,
+                     "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id},
+        vision_config={"model_type": "siglip_vision_model", "hidden_size": 16, "intermediate_size": 32,
+                       "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
+        high_res_vision_config={"model_type": "sam_vision_model", "hidden_size": 16, "output_channels": 8,
+                                "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 64, "patch_size": 16,
+                                "global_attn_indexes": [1], "window_size": 2, "mlp_dim": 32},
+        image_token_id=tok.convert_tokens_to_ids("<image_placeholder>"))
+    torch.manual_seed(0)
+    net = DeepseekVLHybridForConditionalGeneration(cfg)
+    with torch.no_grad():   # a non-zero SAM mixing weight so that both branches reach the aligner
+        net.model.high_res_vision_alpha.fill_(0.5)
+    template = ("{% for m in messages %}User: {% for c in m['content'] %}{% if c['type'] == 'image' %}"
+                "<image_placeholder>{% else %}{{ c['text'] }}{% endif %}{% endfor %}\n{% endfor %}"
+                "{% if add_generation_prompt %}Assistant:{% endif %}")
+    proc = DeepseekVLHybridProcessor(
+        image_processor=DeepseekVLHybridImageProcessor(size={"height": 32, "width": 32},
+                                                       high_res_size={"height": 64, "width": 64}),
+        tokenizer=tok, chat_template=template, num_image_tokens=16)
+    net.save_pretrained(path)
+    proc.save_pretrained(path)
 
 
 def test_full_scale_path_offline(static_server, tmp_path):
     root, url = static_server
-    rows = [{"index": 0, "image": _b64_png(40), "question": "Which animal?", "hint": "", "A": "cat", "B": "dog",
-             "C": "", "D": "", "answer": "B", "category": "coarse_perception", "l2-category": "x", "split": "dev"},
-            {"index": 1, "image": "0", "question": "Same image?", "hint": "", "A": "yes", "B": "no", "C": "",
-             "D": "", "answer": "A", "category": "coarse_perception", "l2-category": "x", "split": "dev"}]
-    with open(root / "MMBench_DEV_EN.tsv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
-        w.writeheader()
-        w.writerows(rows)
-    md5 = hashlib.md5((root / "MMBench_DEV_EN.tsv").read_bytes()).hexdigest()
-    spec = {"source": "vlmevalkit",
-            "benchmarks": {"MMBench_DEV_EN": {"url": f"{url}/MMBench_DEV_EN.tsv", "md5": md5, "group": "general"}}}
-    raw, prep = tmp_path / "raw", tmp_path / "prep"
-    raw.mkdir()
-    prep.mkdir()
-    cfg = {"data": {"minimme": spec}, "model": {"image_size": 16}, "eval": {}}
-    job = SimpleNamespace(cfg=cfg, dataset="minimme", out_dir=raw, log=lambda *a, **k: None,
-                          raw_dir=lambda ds=None: raw)
+    _write(root / "MMBench_DEV_EN.tsv", _mcq_rows())
+    _write(root / "TextVQA_VAL.tsv", [
+        {"index": 0, "image": _b64_png(48, 90), "question": "What is written?", "answer": "['stop', 'stop', 'stop']",
+         "category": "textvqa"},
+        {"index": 1, "image": _b64_png(48, 30), "question": "What brand?", "answer": "['acme', 'acme']",
+         "category": "textvqa"}])
+    _write(root / "MME.tsv", [
+        {"index": 0, "image": _b64_png(20), "question": "Is it grey?", "answer": "Yes", "category": "color"},
+        {"index": 1, "image": "0", "question": "Is it red?", "answer": "No", "category": "color"}])
+    groups = {"MMBench_DEV_EN": ("general", "mcq"), "MME": ("general", "yes_no"), "TextVQA_VAL": ("ocr", "vqa")}
+    benches = {b: {"url": f"{url}/{b}.tsv", "md5": hashlib.md5((root / f"{b}.tsv").read_bytes()).hexdigest(),
+                   "group": g, "metric": m} for b, (g, m) in groups.items()}
+    _tiny_deepseek_vl(tmp_path / "dsvl")
+    raw, prep, run = tmp_path / "raw", tmp_path / "prep", tmp_path / "run"
+    for d in (raw, prep, run):
+        d.mkdir()
+    cfg = {"data": {"minimme": {"source": "vlmevalkit", "benchmarks": benches}}, "device": "cpu",
+           "model": {"image_size": 16, "run": ["dsvl"],
+                     "checkpoints": {"dsvl": {"source": str(tmp_path / "dsvl"), "revision": None,
+                                              "family": "deepseek_vl_hybrid", "dtype": "float32"},
+                                     "x5": {"source": "NVEagle/Eagle-X5-7B", "revision": None, "family": "eagle"}}},
+           "eval": {"batch_size": 2, "max_new_tokens": 3, "max_items": None, "sampling": None}}
+    job = SimpleNamespace(cfg=cfg, dataset="minimme", out_dir=raw, log=lambda *a, **k: None, seeds=[0],
+                          raw_dir=lambda ds=None: raw, prepared_dir=lambda ds=None: prep,
+                          units=lambda keys, work: {k: work(k) for k in keys})
     info = stages.acquire(job)
-    assert info["files"]["MMBench_DEV_EN"]["sha256"]
+    assert info["files"]["MME"]["sha256"] and info["models"]["dsvl"]["local"]
     job.out_dir = prep
-    out = stages.prepare(job)
-    assert out == {"test": 1, "checks": {}}
-    arrays = np.load(prep / "arrays.npz", allow_pickle=False)
-    assert arrays["test_x"].shape == (1, 3, 16, 16) and list(arrays["test_category"]) == ["general"]
-    assert arrays["test_y"][0] == 1
-    with pytest.raises(NotImplementedError):
-        stages.train(job)
+    out = stages.prepare(job)["benchmarks"]
+    assert out["MMBench_DEV_EN"] == {"items": 2, "skipped": 2} and out["MME"]["items"] == 2
+    items = [json.loads(line) for line in open(prep / "MMBench_DEV_EN.jsonl")]
+    assert items[1]["image"] == "MMBench_DEV_EN/11.img" and (prep / items[1]["image"]).read_bytes()[:4] == b"\x89PNG"
+    assert json.loads(open(prep / "TextVQA_VAL.jsonl").readline())["answer"] == ["stop"] * 3
+    job.out_dir = run
+    assert stages.train(job)["snapshots"]["dsvl"] == str(tmp_path / "dsvl")
+
+    # masking: a pre-hook zeroes exactly the masked branch at the aligner's input
+    runner = full.DeepseekVLHybrid(str(tmp_path / "dsvl"), "cpu", "float32")
+    seen = []
+    runner.model.model.aligner.register_forward_hook(lambda m, a, o: seen.append([t.clone() for t in a]))
+    img = minimme.decode_image_file(prep / items[0]["image"])
+    answers = {}
+    for keep in model.keep_masks(2):
+        runner.set_keep(keep)
+        answers[keep] = runner.generate([img], [items[0]["prompt"]], 3, None, 0)
+    (low_all, high_all), (low_1, high_1), (low_2, high_2) = seen[0], seen[1], seen[2]
+    # keeps: (1,1) all; (1,0) SAM kept, SigLIP masked; (0,1) SAM masked, SigLIP kept
+    assert torch.equal(high_1, high_all) and not low_1.any() and low_all.abs().sum() > 0
+    assert torch.equal(low_2, low_all) and not high_2.any() and high_all.abs().sum() > 0
+    assert all(isinstance(a[0], str) for a in answers.values())
+
+    res = stages.evaluate(job)["records"]
+    assert len(list(run.glob("dsvl__*__*__s0.jsonl"))) == 3 * 3   # 3 kept subsets x 3 benchmarks
+    summ = {r["category"]: r for r in res if r["kind"] == "summary"}
+    assert {"general", "ocr", "overall", "MME", "TextVQA_VAL"} <= set(summ)
+    assert {r["checkpoint"] for r in res} == {"dsvl"} and {r["world"] for r in res} == {"asymmetric"}
+    curs = [r for r in res if r["kind"] == "cur" and r["category"] == "overall"]
+    assert [r["encoder"] for r in curs] == list(full.DeepseekVLHybrid.encoders)
+    cfg["model"]["run"] = ["x5"]
+    with pytest.raises(NotImplementedError, match="Eagle-X4/X5"):
+        stages.evaluate(job)

@@ -1,24 +1,31 @@
-"""MiniMME: a procedurally drawn multiple-choice benchmark in VLMEvalKit's MCQ TSV layout, and the one
-loader that reads it and VLMEvalKit's real TSVs (MMBench, SEEDBench_IMG, AI2D_TEST, ...).
+"""MiniMME: a procedurally drawn benchmark in VLMEvalKit's TSV layouts, and the one reader that reads
+it and VLMEvalKit's real TSVs (MMBench, SEEDBench_IMG, AI2D_TEST, TextVQA_VAL, MME, ...).
 
-VLMEvalKit's MCQ TSV columns (vlmeval/dataset/image_mcq.py, build_prompt): `index`, `image` (base64
-image bytes), `question`, option columns `A`..`D`, `answer` (a letter), `category`, optional `hint`.
+VLMEvalKit's TSV columns (vlmeval/dataset/image_base.py, image_mcq.py, image_vqa.py): `index`,
+`image` (base64 image bytes, or the `index` of an earlier row holding the same image), `question`,
+optional `hint`, MCQ option columns `A`, `B`, ... with `answer` one of their letters; VQA / Y-N rows
+have no option columns and `answer` is the answer text (TextVQA, DocVQA: a list of accepted answers).
 
 Every image is 16 x 16 RGB on a grey background holding
   - one large 6 x 6 square of one of four colours (anywhere in rows 0-10),
   - one small 2 x 2 white marker (rows 0-10, away from the square),
   - one 3 x 5 digit glyph (black strokes) in the bottom band (rows 11-15), columns 4-6 or 5-7.
 Four categories mirror the paper's groups:
-  general    "What colour is the large square?"                    (coarse: colour)
-  knowledge  "Which family does the large square's colour belong to?" (colour + a fact table)
-  ocr        "What digit is written at the bottom?"                 (fine detail: 3 x 5 glyph)
-  vision     "Where is the white marker relative to the large square?" (spatial relation)
+  general    MCQ "What colour is the large square?"                           (coarse: colour)
+  knowledge  MCQ "Which family does the picture belong to?" A fact table maps (colour, marker side)
+             to one of four families: family = FAMILIES[(colour + side) mod 4], so neither the
+             colour nor the side alone tells the answer (the lookup lives in the "LLM")
+  ocr        VQA "What digit is written at the bottom?" answered in the open over the whole answer
+             vocabulary (chance 0.1 once the model knows it is a digit), as the paper's OCR & Chart
+             benchmarks are open-answer VQA
+  vision     MCQ "Where is the white marker relative to the large square?"   (spatial relation)
 """
 from __future__ import annotations
 
 import base64
 import csv
 import io
+import json
 import sys
 from pathlib import Path
 
@@ -26,7 +33,7 @@ import numpy as np
 
 CATEGORIES = ("general", "knowledge", "ocr", "vision")
 COLOURS = {"red": (0.9, 0.1, 0.1), "green": (0.1, 0.8, 0.1), "blue": (0.1, 0.1, 0.9), "yellow": (0.95, 0.9, 0.1)}
-FAMILY = {"red": "fire", "green": "plant", "blue": "water", "yellow": "sun"}   # the "knowledge" fact table
+FAMILIES = ("fire", "plant", "water", "sun")
 RELATIONS = ("left", "right", "above", "below")
 DIGITS = tuple(str(d) for d in range(10))
 GLYPHS = {  # 3 x 5 digit glyphs, rows top to bottom
@@ -36,12 +43,18 @@ GLYPHS = {  # 3 x 5 digit glyphs, rows top to bottom
     "6": ("111", "100", "111", "101", "111"), "7": ("111", "001", "010", "010", "010"),
     "8": ("111", "101", "111", "101", "111"), "9": ("111", "101", "111", "001", "111")}
 QUESTIONS = {"general": "What colour is the large square?",
-             "knowledge": "Which family does the large square's colour belong to?",
+             "knowledge": "Which family does the picture belong to (by the colour of the large square and the "
+                          "side of the white marker)?",
              "ocr": "What digit is written at the bottom?",
              "vision": "Where is the white marker relative to the large square?"}
-ANSWERS = tuple(COLOURS) + tuple(dict.fromkeys(FAMILY.values())) + DIGITS + RELATIONS   # the answer vocabulary
-TSV_COLUMNS = ("index", "image", "question", "A", "B", "C", "D", "answer", "category")
+ANSWERS = tuple(COLOURS) + FAMILIES + DIGITS + RELATIONS   # the answer vocabulary of the tiny "LLM"
+CHANCE = {"general": 0.25, "knowledge": 0.25, "ocr": 0.1, "vision": 0.25}   # MCQ: 1/4; open digit: 1/10
 SIZE = 16
+
+
+def family(colour: str, relation: str) -> str:
+    """The knowledge fact table: (colour, marker side) -> family."""
+    return FAMILIES[(list(COLOURS).index(colour) + RELATIONS.index(relation)) % len(FAMILIES)]
 
 
 def draw(rng: np.random.Generator, noise: float) -> tuple[np.ndarray, dict]:
@@ -74,7 +87,8 @@ def draw(rng: np.random.Generator, noise: float) -> tuple[np.ndarray, dict]:
     glyph = np.array([[c == "1" for c in row] for row in GLYPHS[digit]])
     band = img[11:16, gx:gx + 3]
     band[glyph] = 0.0
-    return np.clip(img, 0, 1), {"colour": colour, "family": FAMILY[colour], "digit": digit, "relation": relation}
+    return np.clip(img, 0, 1), {"colour": colour, "family": family(colour, relation), "digit": digit,
+                                "relation": relation}
 
 
 def _png_b64(img: np.ndarray) -> str:
@@ -86,68 +100,169 @@ def _png_b64(img: np.ndarray) -> str:
 
 
 def write_tsv(path: Path, n_per_category: int, seed: int, noise: float) -> dict:
-    """Write one MiniMME split as a VLMEvalKit MCQ TSV; returns counts."""
+    """Write one MiniMME split as a VLMEvalKit TSV (MCQ rows with options A-D; OCR rows as VQA rows
+    with empty option cells and the answer text); returns counts."""
     rng = np.random.default_rng(seed)
-    pools = {"general": tuple(COLOURS), "knowledge": tuple(dict.fromkeys(FAMILY.values())), "ocr": DIGITS,
-             "vision": RELATIONS}
+    pools = {"general": tuple(COLOURS), "knowledge": FAMILIES, "vision": RELATIONS}
     key = {"general": "colour", "knowledge": "family", "ocr": "digit", "vision": "relation"}
     rows = []
     for cat in CATEGORIES:
         for _ in range(n_per_category):
             img, facts = draw(rng, noise)
             right = facts[key[cat]]
-            wrong = [a for a in pools[cat] if a != right]
-            options = [right, *rng.choice(wrong, size=3, replace=False)]
-            rng.shuffle(options)
-            rows.append({"index": len(rows), "image": _png_b64(img), "question": QUESTIONS[cat],
-                         **dict(zip("ABCD", options)), "answer": "ABCD"[options.index(right)], "category": cat})
+            row = {"index": len(rows), "image": _png_b64(img), "question": QUESTIONS[cat], "hint": "",
+                   "A": "", "B": "", "C": "", "D": "", "answer": right, "category": cat}
+            if cat in pools:
+                wrong = [a for a in pools[cat] if a != right]
+                options = [right, *rng.choice(wrong, size=3, replace=False)]
+                rng.shuffle(options)
+                row.update({**dict(zip("ABCD", options)), "answer": "ABCD"[options.index(right)]})
+            rows.append(row)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=TSV_COLUMNS, delimiter="\t")
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
         w.writeheader()
         w.writerows(rows)
     return {"items": len(rows)}
 
 
-def read_tsv(path: Path, size: int = SIZE, category_map: dict | None = None) -> dict:
-    """VLMEvalKit MCQ TSV -> arrays: images (N, 3, size, size) float32, question text, options (N, 4),
-    answer index (N,), category (N,). Real benchmarks: images are resized to `size`; rows with an image
-    reference instead of bytes, or fewer than 2 options, are skipped (counted); `category_map` maps a
-    benchmark's own category column to one of the four groups (default: the benchmark's group)."""
-    from PIL import Image
+# ---------------------------------------------------------------------------------------------------
+# The reader shared by MiniMME and VLMEvalKit's benchmark TSVs (VLMEvalKit itself is not a pip
+# dependency here: its loader pulls its whole model zoo; what it does to a row is re-done below and
+# cited). Rows stream one at a time; images stay base64 until an item is scored.
 
+OPTION_LETTERS = tuple("ABCDEFGHIJ")
+
+
+def _is_ref(image: str) -> bool:
+    """VLMEvalKit stores a repeated image as the `index` of the row that holds it (image_base.py: a
+    field of at most 64 characters that is an index)."""
+    return len(image) <= 64 and image.strip().lstrip("-").isdigit()
+
+
+def _answers(raw: str) -> list[str]:
+    """VQA answers: one text, or a Python/JSON list of accepted answers (TextVQA, DocVQA, OCRBench)."""
+    raw = (raw or "").strip()
+    if raw.startswith("[") and raw.endswith("]"):
+        try:
+            import ast
+
+            got = ast.literal_eval(raw)
+            return [str(a) for a in got] if isinstance(got, (list, tuple)) else [raw]
+        except (ValueError, SyntaxError):
+            return [raw]
+    return [raw]
+
+
+def iter_rows(path: Path):
+    """Yield the rows of a VLMEvalKit TSV as dicts: index, image (base64, references resolved),
+    question, hint, options ({letter: text}), answer (MCQ: the letter; else the accepted answers),
+    type (MCQ | VQA), category. A row is skipped (yielded as None) when its MCQ answer is not exactly
+    one of its option letters or it has no image. Two passes: the first finds which rows are
+    referenced, so only those images are kept in memory."""
     csv.field_size_limit(sys.maxsize)
-    images, questions, options, answers, cats, skipped = [], [], [], [], [], 0
+    referenced = set()
     with open(path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f, delimiter="\t"):
-            opts = [row.get(k) or "" for k in "ABCD"]
-            if row.get("answer") not in "ABCD" or not row.get("answer") or sum(bool(o) for o in opts) < 2:
-                skipped += 1
+            img = row.get("image") or ""
+            if img and _is_ref(img):
+                referenced.add(img.strip())
+    kept: dict[str, str] = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            idx = str(row.get("index", "")).strip()
+            img = row.get("image") or ""
+            if img and _is_ref(img):
+                img = kept.get(img.strip(), "")
+            elif idx in referenced:
+                kept[idx] = img
+            options = {k: row[k] for k in OPTION_LETTERS if k in row and row[k] not in (None, "", "nan")}
+            answer = (row.get("answer") or "").strip()
+            hint = row.get("hint") or ""
+            hint = "" if hint == "nan" else hint
+            if not img or (options and (answer not in options or len(options) < 2)):
+                yield None
                 continue
-            try:
-                pic = Image.open(io.BytesIO(base64.b64decode(row["image"]))).convert("RGB")
-            except Exception:   # VLMEvalKit stores a repeated image as the index of its first row
-                skipped += 1
-                continue
-            if pic.size != (size, size):
-                pic = pic.resize((size, size), Image.BILINEAR)
-            images.append(np.asarray(pic, dtype=np.float32).transpose(2, 0, 1) / 255.0)
-            questions.append(row["question"])
-            options.append(opts)
-            answers.append("ABCD".index(row["answer"]))
-            cat = row.get("category", "")
-            cats.append((category_map or {}).get(cat, cat))
-    return {"image": np.stack(images), "question": np.array(questions), "options": np.array(options),
-            "answer": np.array(answers, dtype=np.int64), "category": np.array(cats), "skipped": skipped}
+            yield {"index": idx, "image": img, "question": row.get("question", ""), "hint": hint,
+                   "options": options, "answer": answer if options else _answers(answer),
+                   "type": "MCQ" if options else "VQA", "category": row.get("category", "")}
 
 
-def answer_ids(options: np.ndarray) -> np.ndarray:
-    """Option texts -> ids in the answer vocabulary (-1: not in it)."""
+def build_prompt(row: dict) -> str:
+    """The text an MLLM reads, as VLMEvalKit's ImageMCQDataset.build_prompt writes it (hint, question,
+    options, instruction); VQA rows: the question and VLMEvalKit's short-answer instruction."""
+    if row["type"] == "MCQ":
+        text = f"Hint: {row['hint']}\n" if row["hint"] else ""
+        text += f"Question: {row['question']}\nOptions:\n"
+        text += "".join(f"{k}. {v}\n" for k, v in row["options"].items())
+        return text + "Please select the correct answer from the options above. \n"
+    return f"{row['question']}\nAnswer the question using a single word or phrase."
+
+
+def decode_image(b64: str):
+    from PIL import Image
+
+    return Image.open(io.BytesIO(base64.b64decode(b64))).convert("RGB")
+
+
+def decode_image_file(path: Path):
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return im.convert("RGB")
+
+
+def to_arrays(path: Path, size: int = SIZE) -> dict:
+    """MiniMME TSV -> the tiny model's arrays: images (N, 3, size, size) float32, question template id
+    (N,), allowed answers (N, V) bool (MCQ: its options; VQA: the whole vocabulary), answer id (N,),
+    category (N,). Only for MiniMME (its answers are in the tiny vocabulary); the real benchmarks are
+    read by iter_rows and answered by an MLLM."""
+    from PIL import Image
+
     lookup = {a: i for i, a in enumerate(ANSWERS)}
-    return np.vectorize(lambda s: lookup.get(s, -1))(options).astype(np.int64)
+    qid = {q: i for i, q in enumerate(QUESTIONS.values())}
+    images, q, allowed, y, cats, skipped = [], [], [], [], [], 0
+    for row in iter_rows(path):
+        if row is None:
+            skipped += 1
+            continue
+        pic = decode_image(row["image"])
+        if pic.size != (size, size):
+            pic = pic.resize((size, size), Image.BILINEAR)
+        images.append(np.asarray(pic, dtype=np.float32).transpose(2, 0, 1) / 255.0)
+        mask = np.zeros(len(ANSWERS), bool)
+        if row["type"] == "MCQ":
+            mask[[lookup[o] for o in row["options"].values()]] = True
+            right = row["options"][row["answer"]]
+        else:
+            mask[:] = True
+            right = row["answer"][0]
+        q.append(qid[row["question"]])
+        allowed.append(mask)
+        y.append(lookup[right])
+        cats.append(row["category"])
+    return {"x": np.stack(images), "q": np.array(q, np.int64), "allowed": np.stack(allowed),
+            "y": np.array(y, np.int64), "category": np.array(cats), "skipped": skipped}
 
 
-def question_ids(questions: np.ndarray) -> np.ndarray:
-    """Template questions -> a template id (the 'LLM' reads the question through it)."""
-    lookup = {q: i for i, q in enumerate(QUESTIONS.values())}
-    return np.array([lookup.get(q, len(lookup)) for q in questions], dtype=np.int64)
+def write_items(path: Path, out: Path, group: str) -> dict:
+    """Full scale: stream a benchmark TSV into `out` (JSON lines: index, prompt, answer, type, group,
+    image file) and its images into `out`'s sibling folder as the original bytes (no decoding into
+    pixel arrays: each model family preprocesses its own resolution at evaluation)."""
+    img_dir = out.with_suffix("")
+    img_dir.mkdir(parents=True, exist_ok=True)
+    n = skipped = 0
+    with open(out, "w") as f:
+        for row in iter_rows(path):
+            if row is None:
+                skipped += 1
+                continue
+            name = f"{row['index']}.img"
+            target = img_dir / name
+            if not target.exists():
+                target.write_bytes(base64.b64decode(row["image"]))
+            f.write(json.dumps({"index": row["index"], "prompt": build_prompt(row), "answer": row["answer"],
+                                "options": row["options"], "type": row["type"], "group": group,
+                                "category": row["category"], "image": f"{img_dir.name}/{name}"}) + "\n")
+            n += 1
+    return {"items": n, "skipped": skipped}

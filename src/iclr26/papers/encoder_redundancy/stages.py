@@ -1,15 +1,21 @@
 """Stages of card 14, encoder redundancy in multi-encoder MLLMs (arXiv 2507.03262).
 
-    acquire   tiny/smoke: MiniMME train and test splits written as VLMEvalKit MCQ TSVs (minimme.write_tsv);
-              full: VLMEvalKit's benchmark TSVs at their pinned URLs and md5s (core.acquire.download_pinned)
-    prepare   the same loader for both (minimme.read_tsv) -> arrays.npz; the pre-arm check at tiny/smoke:
-              a logistic-regression probe on each encoder's input view per category (does the
-              generator give the categories different encoder needs, and which?)
-    train     per seed: the full multi-encoder model and each re-trained encoder subset (variants),
-              trained from scratch with the same step budget -> <variant>_s<seed>.pt
-    evaluate  evaluation-only masked passes of the full model over all 2^n - 1 kept subsets (zero and
-              mean ablation), CUR / IG per category (analysis.py); the variants' accuracy as % of the
-              full model, parameters, MACs per item, training seconds
+    acquire   tiny/smoke: MiniMME train, val and test splits written as VLMEvalKit TSVs
+              (minimme.write_tsv); full: VLMEvalKit's benchmark TSVs at their pinned URLs and md5s
+              (core.acquire.download_pinned) and the model snapshots at pinned commits (full.py)
+    prepare   tiny/smoke: minimme.to_arrays -> arrays.npz, and the pre-arm probe: a logistic regression
+              on each encoder's input view per category (which encoder CAN read what);
+              full: the same row reader (minimme.iter_rows) streams each TSV into items (JSON lines)
+              and image files, no pixel arrays (each model family preprocesses its own resolution)
+    train     tiny/smoke, per seed and world (asymmetric; control: every encoder sees the full image):
+              stage 1, each encoder pretrained separately with its own head; stage 2, the frozen
+              encoders' features concatenated and a fresh adapter + "LLM" trained (the full model), and
+              re-trained subsets (dual, single) on the same pretrained encoders;
+              full: nothing is trained (the paper masks released checkpoints): checks the snapshots
+    evaluate  evaluation-only masked passes over all 2^n - 1 kept subsets (zero ablation as the
+              authors' code; mean ablation a probe), CUR / IG per category (analysis.py), subsets
+              chosen on validation items and scored on test items, the control world's IG, the
+              variants' accuracy as % of the full model; full: full.evaluate_full
 """
 from __future__ import annotations
 
@@ -22,6 +28,11 @@ from iclr26.core.io import load_arrays, save_arrays, write_json
 from . import analysis, minimme
 
 DATASET = "minimme"
+SPLITS = ("train", "val", "test")
+
+
+def _synthetic(cfg) -> bool:
+    return cfg["data"][DATASET]["source"] == "synthetic"
 
 
 def acquire(job) -> dict:
@@ -30,45 +41,40 @@ def acquire(job) -> dict:
         g = spec["generator"]
         out = {split: minimme.write_tsv(job.out_dir / f"{split}.tsv", g[f"n_{split}_per_category"],
                                         spec["data_seed"] + i, g["noise"])
-               for i, split in enumerate(("train", "test"))}
+               for i, split in enumerate(SPLITS)}
         return {"source": "synthetic", **out}
     if spec["source"] == "vlmevalkit":
-        from iclr26.core.acquire import download_pinned
+        from . import full
 
-        return {"source": "vlmevalkit", "files": {name: download_pinned(b, job.out_dir / f"{name}.tsv")
-                                                  for name, b in spec["benchmarks"].items()}}
+        return full.acquire_full(job)
     raise ValueError(f"data.{job.dataset}.source must be synthetic or vlmevalkit, got {spec['source']!r}")
 
 
 def prepare(job) -> dict:
     spec = job.cfg["data"][job.dataset]
+    if spec["source"] != "synthetic":   # stream every benchmark into items + image files (no pixels in RAM)
+        out = {name: minimme.write_items(job.raw_dir() / f"{name}.tsv", job.out_dir / f"{name}.jsonl", b["group"])
+               for name, b in spec["benchmarks"].items()}
+        write_json(job.out_dir / "checks.json", {})
+        return {"benchmarks": out}
     size = job.cfg["model"]["image_size"]
-    if spec["source"] == "synthetic":
-        parts = {s: minimme.read_tsv(job.raw_dir() / f"{s}.tsv", size) for s in ("train", "test")}
-    else:   # every benchmark is test data; its rows take the benchmark's group as category
-        tabs = [minimme.read_tsv(job.raw_dir() / f"{n}.tsv", size, category_map=None) for n in spec["benchmarks"]]
-        for tab, b in zip(tabs, spec["benchmarks"].values()):
-            tab["category"] = np.full(len(tab["answer"]), b["group"])
-        parts = {"test": {k: np.concatenate([t[k] for t in tabs]) for k in tabs[0] if k != "skipped"}}
     arrays = {}
-    for split, tab in parts.items():
-        arrays.update({f"{split}_x": tab["image"], f"{split}_q": minimme.question_ids(tab["question"]),
-                       f"{split}_o": minimme.answer_ids(tab["options"]), f"{split}_y": tab["answer"],
-                       f"{split}_category": tab["category"]})
+    for s in SPLITS:
+        tab = minimme.to_arrays(job.raw_dir() / f"{s}.tsv", size)
+        arrays.update({f"{s}_{k}": v for k, v in tab.items() if k != "skipped"})
     save_arrays(job.out_dir / "arrays.npz", **arrays)
-    checks = probe_views(arrays, job.cfg) if "train_x" in arrays else {}
+    checks = probe_views(arrays, job.cfg)
     job.log(f"pre-arm checks: {checks}")
     write_json(job.out_dir / "checks.json", checks)
-    return {split: int(len(tab["answer"])) for split, tab in parts.items()} | {"checks": checks}
+    return {s: int(len(arrays[f"{s}_y"])) for s in SPLITS} | {"checks": checks}
 
 
 def probe_views(arrays: dict, cfg: dict) -> dict:
     """Pre-arm check: held-out accuracy of a logistic regression (scikit-learn) that reads ONE encoder's
     input view (what its architecture lets it see, before any learned layer) and predicts the answer,
-    per category. Chance is 1 / (number of answers of the category)."""
+    per category. Chance: 0.25 (MCQ), 0.1 (the open digit)."""
     import torch
     from sklearn.linear_model import LogisticRegression
-    from torch.nn import functional as F
 
     from .model import ENCODERS, Encoder
 
@@ -78,118 +84,187 @@ def probe_views(arrays: dict, cfg: dict) -> dict:
         enc = Encoder(kind, 1, cfg["model"]["noise_sigma"])
         views = {}
         for split in ("train", "test"):
-            x = torch.as_tensor(arrays[f"{split}_x"])
             with torch.no_grad():
-                if kind == "global":
-                    v = F.avg_pool2d(x, 4)
-                elif kind == "edge":
-                    from .model import _grey
-                    g = F.conv2d(_grey(x), enc.sobel, padding=1)
-                    v = F.avg_pool2d(g.pow(2).sum(1, keepdim=True).sqrt(), 2)
-                elif kind == "fine":
-                    from .model import _grey
-                    v = _grey(x)
-                else:
-                    gen = torch.Generator().manual_seed(0)
-                    v = F.avg_pool2d(x + enc.noise * torch.randn(x.shape, generator=gen), 2)
+                v = enc.input_view(torch.as_tensor(arrays[f"{split}_x"]), torch.Generator().manual_seed(0))
             views[split] = v.flatten(1).numpy()
         out[kind] = {}
         for cat in minimme.CATEGORIES:
             tr = np.flatnonzero(arrays["train_category"] == cat)[:n]
             te = np.flatnonzero(arrays["test_category"] == cat)[:n]
-            ytr = arrays["train_o"][tr, arrays["train_y"][tr]]
-            yte = arrays["test_o"][te, arrays["test_y"][te]]
-            clf = LogisticRegression(max_iter=300).fit(views["train"][tr], ytr)
-            out[kind][cat] = round(float((clf.predict(views["test"][te]) == yte).mean()), 3)
+            clf = LogisticRegression(max_iter=300).fit(views["train"][tr], arrays["train_y"][tr])
+            out[kind][cat] = round(float((clf.predict(views["test"][te]) == arrays["test_y"][te]).mean()), 3)
     return out
 
 
 def _tensors(arrays: dict, split: str) -> dict:
     import torch
 
-    return {"x": torch.as_tensor(arrays[f"{split}_x"]), "q": torch.as_tensor(arrays[f"{split}_q"]),
-            "o": torch.as_tensor(arrays[f"{split}_o"]), "y": torch.as_tensor(arrays[f"{split}_y"])}
+    return {k: torch.as_tensor(arrays[f"{split}_{k}"]) for k in ("x", "q", "allowed", "y")}
 
 
-FULL_NOT_WIRED = ("full-scale masked evaluation of the hub checkpoints (model.checkpoints) is not wired: each "
-                  "family needs its own code base to mask an encoder (NVlabs/Eagle, cambrian-mllm/cambrian, "
-                  "deepseek-ai/DeepSeek-VL)")
+WORLDS = {"asymmetric": "native", "control": "full"}
+
+
+def _encoders(cfg, view, seed: int | None = None):
+    """The four encoders of a world; with `seed`, each initialised from its own seed."""
+    import torch
+
+    from .model import ENCODERS, Encoder
+
+    m = cfg["model"]
+    out = []
+    for i, k in enumerate(ENCODERS):
+        if seed is not None:
+            torch.manual_seed(1000 * seed + i)
+        out.append(Encoder(k, m["width"], m["noise_sigma"], view))
+    return out
+
+
+def _head(cfg, n_enc):
+    from .model import Head
+
+    m = cfg["model"]
+    return Head(m["width"] * n_enc, m["proj_dim"], m["hidden"], len(minimme.QUESTIONS), len(minimme.ANSWERS))
+
+
+def _variants(cfg, world):
+    return cfg["variants"] if world == "asymmetric" else {"full": cfg["variants"]["full"]}
+
+
+def _feats(encs, x, seed):
+    import torch
+
+    from .model import features
+
+    return torch.cat([features(e, x, 20_000 + seed) for e in encs], 1)
 
 
 def train(job) -> dict:
-    if job.cfg["data"][DATASET]["source"] != "synthetic":
-        raise NotImplementedError(FULL_NOT_WIRED)
-    import torch
+    if not _synthetic(job.cfg):
+        from . import full
 
-    from iclr26.core.runtime import pick_device
-
-    from . import model
-
-    device = pick_device(job.cfg.get("device"))
-    arrays = load_arrays(job.prepared_dir(DATASET) / "arrays.npz")
-    data = _tensors(arrays, "train")
-    nq, na = len(minimme.QUESTIONS), len(minimme.ANSWERS)
-
-    def work(key):
-        variant, seed = key.rsplit("_s", 1)
-        torch.manual_seed(int(seed))   # the initialisation depends on the seed only, not on earlier units
-        net = model.build(job.cfg["variants"][variant], job.cfg, nq, na)
-        info = model.train(net, data, job.cfg, int(seed), device)
-        info["params"] = int(sum(p.numel() for p in net.parameters()))
-        info["macs"] = model.count_macs(net.cpu(), data["x"], data["q"], data["o"])
-        info["train_macs"] = 3 * info["macs"] * job.cfg["train"]["steps"] * job.cfg["train"]["batch_size"]
-        torch.save(net.state_dict(), job.out_dir / f"{key}.pt")
-        job.log(f"{key}: {info}")
-        return info
-
-    keys = [f"{v}_s{s}" for s in job.seeds for v in job.cfg["variants"]]
-    return {"units": job.units(keys, work)}
-
-
-def evaluate(job) -> dict:
-    if job.cfg["data"][DATASET]["source"] != "synthetic":
-        raise NotImplementedError(FULL_NOT_WIRED)
+        return full.check_snapshots(job)
     import torch
 
     from iclr26.core.io import read_json
-    from iclr26.core.runtime import pick_device
 
     from . import model
 
     cfg = job.cfg
-    device = pick_device(cfg.get("device"))
     arrays = load_arrays(job.prepared_dir(DATASET) / "arrays.npz")
-    data, cats = _tensors(arrays, "test"), arrays["test_category"]
-    nq, na = len(minimme.QUESTIONS), len(minimme.ANSWERS)
+    data = _tensors(arrays, "train")
+    names = list(model.ENCODERS)
+    t = cfg["train"]
+
+    def work(key):
+        kind, world, seed = key.split("__")
+        seed = int(seed[1:])
+        encs = _encoders(cfg, WORLDS[world], seed)
+        if kind == "encoders":   # stage 1: each encoder alone with its own head
+            info = {}
+            for i, enc in enumerate(encs):
+                head = _head(cfg, 1)
+                r = model.pretrain_encoder(enc, head, data, cfg, 1000 * seed + i)
+                z = model.features(enc, data["x"], 20_000 + seed)
+                solo = model.correct(head, z, data, [(1,)], cfg["model"]["width"])[0]
+                info[names[i]] = {**r, "train_acc": float(solo.mean()),
+                                  "macs": model.count_macs(enc, data["x"]),
+                                  "head_macs": model.count_macs(head, z, data["q"], data["allowed"]),
+                                  "params": int(sum(p.numel() for p in enc.parameters()))}
+            torch.save([e.state_dict() for e in encs], job.out_dir / f"{key}.pt")
+            job.log(f"{key}: {info}")
+            return info
+        variant = kind   # stage 2: frozen encoders, a fresh adapter + LLM on their concatenation
+        pre = read_json(job.out_dir / "units" / f"encoders__{world}__s{seed}.json")["result"]
+        for e, sd in zip(encs, torch.load(job.out_dir / f"encoders__{world}__s{seed}.pt", weights_only=True)):
+            e.load_state_dict(sd)
+        used = [names.index(n) for n in _variants(cfg, world)[variant]]
+        z = _feats([encs[i] for i in used], data["x"], seed)
+        torch.manual_seed(seed)
+        head = _head(cfg, len(used))
+        info = model.train_head(head, z, data, cfg, seed)
+        torch.save(head.state_dict(), job.out_dir / f"{key}.pt")
+        head_macs = model.count_macs(head, z, data["q"], data["allowed"])
+        enc_macs = sum(pre[names[i]]["macs"] for i in used)
+        items, pre_items = t["steps"] * t["batch_size"], t["pretrain_steps"] * t["batch_size"]
+        info.update({
+            "params": int(sum(p.numel() for p in head.parameters())) + sum(pre[names[i]]["params"] for i in used),
+            "macs": enc_macs + head_macs,
+            "train_macs": sum(3 * (pre[names[i]]["macs"] + pre[names[i]]["head_macs"]) * pre_items for i in used)
+            + enc_macs * len(data["y"]) + 3 * head_macs * items})
+        job.log(f"{key}: {info}")
+        return info
+
+    keys = [f"encoders__{w}__s{s}" for s in job.seeds for w in WORLDS]
+    keys += [f"{v}__{w}__s{s}" for s in job.seeds for w in WORLDS for v in _variants(cfg, w)]
+    return {"units": job.units(keys, work)}
+
+
+def evaluate(job) -> dict:
+    if not _synthetic(job.cfg):
+        from . import full
+
+        return full.evaluate_full(job)
+    import torch
+
+    from iclr26.core.io import read_json
+
+    from . import model
+
+    cfg = job.cfg
+    width = cfg["model"]["width"]
+    arrays = load_arrays(job.prepared_dir(DATASET) / "arrays.npz")
+    data = {s: _tensors(arrays, s) for s in SPLITS}
+    cats = {s: arrays[f"{s}_category"] for s in SPLITS}
+    names = list(model.ENCODERS)
     records = []
     for seed in job.seeds:
-        accs, costs = {}, {}
-        for variant, names in cfg["variants"].items():
-            net = model.build(names, cfg, nq, na)
-            net.load_state_dict(torch.load(job.out_dir / f"{variant}_s{seed}.pt", weights_only=True))
-            costs[variant] = read_json(job.out_dir / "units" / f"{variant}_s{seed}.json")["result"]
-            if variant == "full":   # evaluation-only masked passes of the trained full model
-                keeps = model.keep_masks(len(names))
-                for ablation in cfg["eval"]["ablations"]:
-                    corr = model.correct(net, data, keeps, ablation, seed, device)
-                    records += analysis.mask_records(corr, cats, keeps, tuple(names), ablation, seed)
-                    if ablation == cfg["eval"]["ablations"][0]:
-                        accs[variant] = {g: float(a[0]) for g, a in analysis.group_acc(corr, cats).items()}
-            else:
-                corr = model.correct(net, data, [tuple([1] * len(names))], "zero", seed, device)
-                accs[variant] = {g: float(a[0]) for g, a in analysis.group_acc(corr, cats).items()}
-        records += analysis.variant_records(accs, costs, seed)
+        world_recs = {}
+        accs, train_accs, costs = {}, {}, {}
+        for world, view in WORLDS.items():
+            encs = _encoders(cfg, view)
+            for e, sd in zip(encs, torch.load(job.out_dir / f"encoders__{world}__s{seed}.pt", weights_only=True)):
+                e.load_state_dict(sd)
+            world_recs[world] = []
+            for variant, vnames in _variants(cfg, world).items():
+                used = [names.index(n) for n in vnames]
+                head = _head(cfg, len(used))
+                head.load_state_dict(torch.load(job.out_dir / f"{variant}__{world}__s{seed}.pt", weights_only=True))
+                z = {s: _feats([encs[i] for i in used], data[s]["x"], seed + 7 * k) for k, s in enumerate(SPLITS)}
+                z["train"] = _feats([encs[i] for i in used], data["train"]["x"], seed)   # as trained on
+                if world == "asymmetric":
+                    costs[variant] = read_json(job.out_dir / "units" / f"{variant}__{world}__s{seed}.json")["result"]
+                    all_kept = [tuple([1] * len(used))]
+                    accs[variant] = {g: float(a[0]) for g, a in analysis.group_acc(
+                        model.correct(head, z["test"], data["test"], all_kept, width), cats["test"]).items()}
+                    train_accs[variant] = {g: float(a[0]) for g, a in analysis.group_acc(
+                        model.correct(head, z["train"], data["train"], all_kept, width), cats["train"]).items()}
+                if variant != "full":
+                    continue
+                keeps = model.keep_masks(len(used))
+                mean = z["train"][: cfg["eval"]["mean_images"]].mean(0)
+                for ablation in (cfg["eval"]["ablations"] if world == "asymmetric" else ["zero"]):
+                    corr = {s: model.correct(head, z[s], data[s], keeps, width, ablation, mean)
+                            for s in ("val", "test")}
+                    world_recs[world] += analysis.mask_records(
+                        corr["test"], cats["test"], corr["val"], cats["val"], keeps, tuple(vnames), ablation, seed,
+                        minimme.CHANCE, world)
+        records += world_recs["asymmetric"] + world_recs["control"]
+        records += analysis.control_records(world_recs["asymmetric"], world_recs["control"], seed)
+        records += analysis.variant_records(accs, train_accs, costs, seed)
     return {"records": records}
 
 
 def figures(cfg: dict, records, out_dir) -> list[Path]:
     """Overall accuracy against the number of masked encoders (max / min / mean over subsets), per
-    ablation, and the CUR of each encoder per category (zero ablation), mean over seeds."""
+    ablation, and the CUR of each encoder per category (zero ablation), mean over seeds, for the
+    asymmetric and the control world."""
     from iclr26.core.figures import pyplot, save
 
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    deg = records[(records["kind"] == "degrade") & (records["category"] == "overall")]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))
+    world = records["world"] if "world" in records else ""
+    deg = records[(records["kind"] == "degrade") & (records["category"] == "overall") & (world != "control")]
     for abl, style in (("zero", "-"), ("mean", "--")):
         for stat in ("max", "mean", "min"):
             d = deg[(deg["ablation"] == abl) & (deg["stat"] == stat)].groupby("n_masked")["acc"].mean()
@@ -197,15 +272,16 @@ def figures(cfg: dict, records, out_dir) -> list[Path]:
     axes[0].set_xlabel("encoders masked")
     axes[0].set_ylabel("overall accuracy")
     axes[0].legend(fontsize=6)
-    c = records[(records["kind"] == "cur") & (records["ablation"] == "zero")]
-    cats = [g for g in ("general", "knowledge", "ocr", "vision") if (c["category"] == g).any()]
-    encs = list(dict.fromkeys(c["encoder"]))
-    for i, e in enumerate(encs):
-        vals = [c[(c["category"] == g) & (c["encoder"] == e)]["cur"].astype(float).mean() for g in cats]
-        axes[1].bar(np.arange(len(cats)) + i * 0.8 / max(len(encs), 1), vals, 0.8 / max(len(encs), 1), label=e)
-    axes[1].set_xticks(np.arange(len(cats)) + 0.3, cats)
-    axes[1].axhline(0, color="k", lw=0.5)
-    axes[1].set_ylabel("CUR (zero ablation)")
-    axes[1].legend(fontsize=6)
+    for ax, w in zip(axes[1:], ("asymmetric", "control")):
+        c = records[(records["kind"] == "cur") & (records["ablation"] == "zero") & (world == w)]
+        cats = [g for g in ("general", "knowledge", "ocr", "vision") if (c["category"] == g).any()]
+        encs = list(dict.fromkeys(c["encoder"]))
+        for i, e in enumerate(encs):
+            vals = [c[(c["category"] == g) & (c["encoder"] == e)]["cur"].astype(float).mean() for g in cats]
+            ax.bar(np.arange(len(cats)) + i * 0.8 / max(len(encs), 1), vals, 0.8 / max(len(encs), 1), label=e)
+        ax.set_xticks(np.arange(len(cats)) + 0.3, cats)
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_ylabel(f"CUR (zero ablation, {w} world)")
+        ax.legend(fontsize=6)
     fig.tight_layout()
     return [save(fig, Path(out_dir) / "masking.png")]
