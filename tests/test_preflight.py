@@ -46,6 +46,10 @@ def _unpinned_second_model(cfg):
     cfg["embedder"] = {"source": "org/embedder", "revision": "main"}
 
 
+def _unpinned_model_in_a_list(cfg):
+    cfg["model"]["checkpoints"] = {"judge": {"source": "org/judge", "revision": None}}
+
+
 def _gpu_stage_without_gpu(cfg):
     cfg["resources"]["train"]["gpus"] = 0
 
@@ -77,6 +81,8 @@ def _shards_of_a_stage_without_units(cfg):
     (_unpinned_model, rf"^{SLUG} pin: hub model \S+ has revision 'main', not a 40-hex commit \(model\)$"),
     (_unpinned_second_model, rf"^{SLUG} pin: hub model org/embedder has revision 'main', not a 40-hex commit "
                              r"\(embedder\)$"),
+    (_unpinned_model_in_a_list, rf"^{SLUG} pin: hub model org/judge has revision None, not a 40-hex commit "
+                                r"\(model.checkpoints.judge\)$"),
     (_unpinned_url, rf"^{SLUG} pin: https://\S+ has sha256 None, not a 64-hex digest \(data.images\)$"),
     (_gpu_stage_without_gpu, rf"^{SLUG} train: runs with device cuda \(its code picks a device\) but gets no GPU"),
     (_env_without_torch, rf"^{SLUG} env: envs/pipeline.yaml lacks .*torch.*, which the paper's modules import$"),

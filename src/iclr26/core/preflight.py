@@ -368,11 +368,9 @@ def external_sources(cfg: dict) -> list[dict]:
                 walk(value, f"{where}[{i}]")
 
     walk(cfg.get("data") or {}, "data")
-    # every model the job loads: `model`, and any other top-level section naming a hub id with a
-    # revision (an embedder, a judge, a teacher)
-    for where, model in cfg.items():
-        if not isinstance(model, dict) or (where != "model" and "revision" not in model):
-            continue
+    # every model the job loads: `model`, and any other mapping naming a hub id with a `revision` key
+    # (an embedder, a judge, a teacher, each entry of a list of models), at any depth
+    for where, model in _model_specs(cfg):
         source = model.get("source")
         if not (isinstance(source, str) and HUB_ID.fullmatch(source) and not Path(source).exists()):
             continue
@@ -386,6 +384,23 @@ def external_sources(cfg: dict) -> list[dict]:
                       "problem": None if HEX40.fullmatch(rev) else
                       f"hub model {source} has revision {model.get('revision')!r}, not a 40-hex commit"})
     return found
+
+
+def _model_specs(cfg: dict):
+    """(where, spec) of `model` and of every mapping outside `data` that has a `source` and a `revision` key."""
+    def walk(node, where):
+        if isinstance(node, dict):
+            if where == "model" or ("revision" in node and "source" in node):
+                yield where, node
+            for key, value in node.items():
+                yield from walk(value, f"{where}.{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                yield from walk(value, f"{where}[{i}]")
+
+    for key, value in cfg.items():
+        if key != "data" and isinstance(value, dict):
+            yield from walk(value, key)
 
 
 # ----------------------------------------------------------------------------- memory
