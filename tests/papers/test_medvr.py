@@ -1,7 +1,10 @@
 """Card 02, MedVR: the VQA-RAD-schema generator and loader, the global view erasing the texture,
-GRPO's group advantage, CCA's consensus rule, EVR's branching, the seed-batched training, and the
-full-scale acquire path offline (a VQA-RAD-layout parquet with
-JPEG bytes from a loopback server, sha256-pinned). The smoke pipeline is tests/test_contract.py's."""
+GRPO's group advantage, CCA's consensus rule and its correctness-gated bonus, EVR's prefix branching,
+the seed-batched training, and the full-scale path offline: both VQA-RAD-layout parquets (JPEG bytes)
+from a loopback server, sha256-pinned, read by the RGB loader; a tiny Qwen2.5-VL built from its
+config (save_pretrained) with LoRA: rollouts with a zoom turn (crop re-encoded as a new image), a
+real forward/backward and one GRPO update, EVR branches and CCA's pseudo box.
+The smoke pipeline is tests/test_contract.py's."""
 import hashlib
 import io
 
@@ -18,7 +21,8 @@ SPEC = {"image_size": 32, "grid": 4, "pool": 4, "jitter": False, "lesion_size": 
         "classes": ["ring", "filled", "plus", "x"], "background": 0.3, "noise": 0.0, "lesion_gain": 1.0,
         "n_train": 40, "n_test": 20}
 CFG = {"agent": {"hidden": 8, "pool": 4, "warm_steps": 5, "warm_lr": 3e-3, "warm_batch": 8},
-       "train": {"steps": 3, "batch": 4, "group": 4, "lr": 3e-3, "answer_lr": 3e-4, "evr_tau": 0.0, "cca_lambda": 0.5,
+       "train": {"steps": 3, "batch": 4, "group": 4, "group_matched": 5, "lr": 3e-3, "answer_lr": 3e-4,
+                 "evr_tau": 0.0, "cca_lambda": 0.5,
                  "cca_min_correct": 1, "cca_agree": 0.5}}
 
 
@@ -61,6 +65,9 @@ def test_group_advantage_and_consensus():
     assert not use.item()
     mode, use = agent.consensus(cells, correct, 16, 3, 0.7)      # 2/3 agree < 0.7
     assert not use.item()
+    # CCA's bonus: only correct rollouts at the consensus cell (rollout 3 zooms there but is wrong)
+    bonus = agent.cca_bonus(cells, correct, torch.ones_like(correct), 16, 3, 0.5)
+    assert bonus.tolist() == [[1.0, 1.0, 0.0, 0.0, 0.0, 0.0]]
 
 
 def _arrays(tmp_path):
@@ -81,6 +88,10 @@ def test_seed_block_evr_branching_and_blank_and_oracle_views(tmp_path):
     assert both["answer"][0].shape[0] == 2 and one["answer"][0].shape[0] == 1
     evr = agent.train_arm("evr", glob, crops, labels, base, C, CFG, [0])   # tau 0: every rollout branches
     assert np.allclose(evr["rollouts_per_question"], 2 * CFG["train"]["group"])
+    none = agent.train_arm("evr", glob, crops, labels, base, C, {**CFG, "train": {**CFG["train"], "evr_tau": 1.0}}, [0])
+    assert np.allclose(none["rollouts_per_question"], CFG["train"]["group"])   # entropy never exceeds log C
+    matched = agent.train_arm("outcome_grpo_matched", glob, crops, labels, base, C, CFG, [0])
+    assert np.allclose(matched["rollouts_per_question"], CFG["train"]["group_matched"])
     g = agent.train_arm("global_only", glob, crops, labels, base, C, CFG, [0])
     res = agent.evaluate(g["answer"], g["zoom"], glob, crops, labels, cells, "blank")
     assert np.isnan(res["grounding_hit"]).all() and 0 <= res["accuracy"][0] <= 1
@@ -95,33 +106,164 @@ def test_numpy_forward_matches_torch():
     assert np.allclose(agent.mlp(params, x).detach().numpy(), agent.mlp_np(agent.to_np(params), x.numpy()), atol=1e-5)
 
 
-def test_full_scale_acquire_and_loader_offline(tmp_path, static_server):
-    """VQA-RAD's layout: data/test-*.parquet, image {bytes (JPEG), path}, question, answer."""
-    folder, base = static_server
-    blobs, answers = [], ["yes", "No ", "left"]
-    for k in range(3):
+def _parquet(folder, name, n, seed):
+    blobs = []
+    for k in range(n):
         buf = io.BytesIO()
-        Image.fromarray((np.random.default_rng(k).random((40, 50, 3)) * 255).astype(np.uint8)).save(buf, format="JPEG")
-        blobs.append({"bytes": buf.getvalue(), "path": f"synpic{k}.jpg"})
-    name = "data/test-00000-of-00001-abc.parquet"
+        pixels = (np.random.default_rng(seed + k).random((40, 50, 3)) * 255).astype(np.uint8)
+        Image.fromarray(pixels).save(buf, format="JPEG")
+        blobs.append({"bytes": buf.getvalue(), "path": f"synpic{seed + k}.jpg"})
+    answers = ["yes", "No ", "left", "yes"][:n]
+    pq.write_table(pa.table({"image": blobs, "question": ["is it?"] * n, "answer": answers}), folder / name)
+    return hashlib.sha256((folder / name).read_bytes()).hexdigest()
+
+
+def test_full_scale_acquire_and_loaders_offline(tmp_path, static_server):
+    """VQA-RAD's layout: data/{train,test}-*.parquet, image {bytes (JPEG), path}, question, answer."""
+    folder, base = static_server
     where = folder / "datasets/org/vqa/resolve" / ("0" * 40) / "data"
     where.mkdir(parents=True)
-    table = pa.table({"image": blobs, "question": ["is it?"] * 3, "answer": answers})
-    pq.write_table(table, where / name.split("/")[1])
-    sha = hashlib.sha256((where / name.split("/")[1]).read_bytes()).hexdigest()
-    spec = {"source": "hub", "hub_id": "org/vqa", "revision": "0" * 40, "endpoint": base,
-            "files": {"test": {"file": name, "sha256": sha}}, "image_size": 16}
+    files = {split: {"file": f"data/{split}-00000-of-00001-abc.parquet",
+                     "sha256": _parquet(where, f"{split}-00000-of-00001-abc.parquet", n, seed)}
+             for split, n, seed in (("train", 4, 0), ("test", 3, 10))}
+    spec = {"source": "hub", "hub_id": "org/vqa", "revision": "0" * 40, "endpoint": base, "files": files,
+            "image_size": 16}
 
     class Job:
-        cfg = {"data": {"vqa_rad": spec}, "agent": {"pool": 4}}
+        cfg = {"data": {"vqa_rad": spec}, "agent": {"pool": 4}, "model": {"source": str(tmp_path)}}
         dataset = "vqa_rad"
         out_dir = tmp_path / "raw"
 
+        @staticmethod
+        def raw_dir(ds=None):
+            return tmp_path / "raw"
+
+        @staticmethod
+        def log(msg, every_s=None):
+            pass
+
     info = stages.acquire(Job)
-    assert info["files"]["test"]["sha256"] == sha
+    assert info["files"]["test"]["sha256"] == files["test"]["sha256"] and "model" not in info   # local model dir
     rows = data.load_vqa(Job.out_dir, "test", 16)
     assert rows["images"].shape == (3, 16, 16) and rows["answers"] == ["yes", "no", "left"]
     assert "cells" not in rows   # real data: no lesion cells, grounding is not scored
+    Job.out_dir = tmp_path / "prepared"
+    Job.out_dir.mkdir()
+    prep = stages.prepare(Job)   # both splits through the VLM's RGB loader, native size
+    assert prep["train"]["rows"] == 4 and prep["test"] == {"rows": 3, "closed": 2, "min_side": 40}
+    rgb = data.load_vqa_rgb(tmp_path / "raw", "train")
+    assert rgb["images"][0].mode == "RGB" and rgb["images"][0].size == (50, 40)
     spec["files"]["test"]["sha256"] = "f" * 64
     with pytest.raises(Exception, match="sha256"):
         stages.acquire(type("J", (), {**Job.__dict__, "out_dir": tmp_path / "raw2"}))
+
+
+@pytest.fixture(scope="module")
+def tiny_vlm_dir(tmp_path_factory):
+    return _tiny_qwen25_vl(tmp_path_factory.mktemp("qwen"))
+
+
+def _tiny_qwen25_vl(folder):
+    """A Qwen2.5-VL (real classes) with a byte-level BPE tokenizer carrying Qwen's special tokens,
+    written with save_pretrained: loaded exactly as the hub snapshot would be."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import (
+        PreTrainedTokenizerFast,
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+               "<|image_pad|>", "<|video_pad|>"]
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    core.train_from_iterator(["<zoom>[0, 0, 20, 20]</zoom> <answer>yes</answer> no left system user"] * 20,
+                             trainers.BpeTrainer(vocab_size=300, special_tokens=special,
+                                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                  additional_special_tokens=special[1:])
+    proc = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tok,
+                               video_processor=Qwen2VLVideoProcessor())
+    ids = {k: tok.convert_tokens_to_ids(k) for k in special}
+    cfg = Qwen2_5_VLConfig(
+        text_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                     "num_key_value_heads": 1, "vocab_size": len(tok), "max_position_embeddings": 4096,
+                     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2]}},
+        vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 32,
+                       "fullatt_block_indexes": [1], "window_size": 56},
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
+    torch.manual_seed(0)
+    Qwen2_5_VLForConditionalGeneration(cfg).save_pretrained(folder)
+    proc.save_pretrained(folder)
+    return folder
+
+
+def test_full_scale_vlm_zoom_turn_grpo_step_evr_cca(tiny_vlm_dir):
+    from iclr26.papers.medvr import vlm
+
+    folder = tiny_vlm_dir
+    spec = {"temperature": 1.0, "max_new_tokens": 6, "max_turns": 2, "min_crop": 28, "crop_side": 56,
+            "min_pixels": 28 * 28 * 4, "max_pixels": 56 * 56 * 4}
+    t = {"lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}, "group": 2, "group_matched": 3,
+         "batch": 1, "steps": 1, "lr": 1e-2, "grad_clip": 1.0, "evr_tau": 0.0, "cca_lambda": 0.5,
+         "cca_min_correct": 1, "cca_agree": 0.0}
+    agent = vlm.load_agent(str(folder), spec, t, "cpu")
+    image = Image.fromarray((np.random.default_rng(0).random((60, 80, 3)) * 255).astype(np.uint8))
+    # a zoom turn: the box is given (a random model rarely writes one), the crop comes back as an image turn
+    zoomed = agent.rollout(agent.start(image, "is it?"), image, False, True, forced="<zoom>[0, 0, 30, 20]</zoom>")
+    assert len(zoomed.images) == 2 and zoomed.boxes[0] == [0, 0, 30, 28] and len(zoomed.texts) == 2
+    assert vlm.zoom(image, [0, 0, 30, 20], 28, 56).size == (60, 56)   # 30 x 28 (min crop), short side 56
+    plain = agent.rollout(agent.start(image, "is it?"), image, False, True)
+    zoomed.reward, plain.reward = 1.0, 0.0
+    lora = [p for n, p in agent.model.named_parameters() if "lora_B" in n]
+    before = [p.detach().clone() for p in lora]
+    stats = vlm.grpo_step(agent, torch.optim.SGD(lora, lr=1.0), [[zoomed, plain]], "outcome_grpo", t)
+    assert stats["loss"] != 0.0 and any(not torch.equal(a, b) for a, b in zip(before, lora))
+    # EVR (tau 0): every rollout branches from its prefix with a forced new zoom; CCA's pseudo box
+    trajs = vlm.group_rollouts(agent, image, "is it?", "yes", "medvr", t)
+    assert len(trajs) == 4 and [tr.parent for tr in trajs[2:]] == [0, 1]
+    assert all(tr.texts[-1].startswith("<zoom>[") and sum(tr.sampled[:tr.prefix_len]) == 0 for tr in trajs[2:])
+    for tr, r in zip(trajs, (1.0, 0.0, 1.0, 0.0)):
+        tr.reward = r
+    adv = vlm.token_advantages(trajs, "medvr", t)
+    assert len(adv) == 4 and all(len(a) == len(tr.ids) for a, tr in zip(adv, trajs))
+    assert vlm.consensus_box([[0, 0, 10, 10], [0, 0, 12, 10], None], [1, 1, 1], 2, 0.5) == [0, 0, 11, 10]
+    res = vlm.evaluate(agent, {"images": [image], "questions": ["is it?"], "answers": ["yes"]}, True)
+    assert 0.0 <= res["accuracy"] <= 1.0
+
+
+def test_full_scale_pipeline_offline(workdir, static_server, tiny_vlm_dir):
+    """The full scale's stages end to end through the core's runner: the pinned parquets from a
+    loopback hub, the tiny Qwen2.5-VL as model.source, one EVR + CCA GRPO step with LoRA, greedy eval."""
+    from iclr26.core.io import read_json
+    from iclr26.core.job import run_stage
+
+    folder, base = static_server
+    where = folder / "datasets/org/vqa/resolve" / ("0" * 40) / "data"
+    where.mkdir(parents=True)
+    model = tiny_vlm_dir
+    overrides = [f"data.vqa_rad.endpoint={base}", "data.vqa_rad.hub_id=org/vqa", f"data.vqa_rad.revision={'0' * 40}",
+                 f"model.source={model}", "device=cpu", "vlm.max_new_tokens=4", "vlm.max_turns=2", "vlm.crop_side=56",
+                 f"vlm.min_pixels={28 * 28 * 4}", f"vlm.max_pixels={56 * 56 * 4}", "train.steps=1", "train.batch=1",
+                 "train.group=2", "train.evr_tau=0.0", "train.lora.r=2", "train.activation_checkpointing=false",
+                 "data.vqa_rad.n_test=2"]
+    for split, n, seed in (("train", 4, 0), ("test", 3, 10)):
+        name = f"{split}-00000-of-00001-abc.parquet"
+        overrides += [f"data.vqa_rad.files.{split}.file=data/{name}",
+                      f"data.vqa_rad.files.{split}.sha256={_parquet(where, name, n, seed)}"]
+    run_stage("acquire", "medvr", "full", overrides, dataset="vqa_rad")
+    assert read_json(run_stage("prepare", "medvr", "full", overrides, dataset="vqa_rad"))["info"]["test"]["rows"] == 3
+    job = {"method": "medvr", "seed_block": "s0"}
+    units = read_json(run_stage("train", "medvr", "full", overrides, **job))["units"]
+    assert units["medvr_0"]["rollouts_per_question"] == 4.0   # G 2 + 2 EVR branches (tau 0)
+    records = read_json(run_stage("evaluate", "medvr", "full", overrides, **job))["records"]
+    assert len(records) == 1 and records[0]["rollouts_per_question"] == 4.0 and 0 <= records[0]["accuracy"] <= 1
+    base_row = read_json(run_stage("evaluate", "medvr", "full", overrides, method="base_random_zoom",
+                                   seed_block="s0"))["records"]
+    assert base_row[0]["rollouts_per_question"] == 1.0

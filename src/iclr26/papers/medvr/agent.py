@@ -6,17 +6,22 @@ head reads [global view, crop] and samples an answer. Reward: 1 if the answer is
 
 GRPO (group-normalised advantages, card section 2): per question a group of G rollouts;
 A_i = (r_i - mean(r)) / (std(r) + eps) within the group; loss = -mean(A * log pi(action)).
-Arms (card section 6):
+Arms (card section 6, with the audit's corrections):
   global_only   no tool: the crop input is blank (the text-only-RL analogue)
   outcome_grpo  zoom + answer, the outcome reward only (DeepEyes-like)
-  evr           Entropy-guided Visual Re-grounding: a rollout whose normalised answer entropy
-                H(p)/log C exceeds tau branches: a new zoom is sampled from the same state and
-                answered again; the branch joins the group as an extra rollout (its zoom and answer
-                credited with its own advantage)
+  outcome_grpo_matched  the same with `group_matched` rollouts per question: compute-matched to EVR
+  evr           Entropy-guided Visual Re-grounding as a prefix branch: a rollout whose normalised
+                answer entropy H(p)/log C exceeds tau branches at that point; the branch keeps the
+                rollout's prefix (its first zoom and crop) and re-grounds: a second zoom drawn from
+                the zoom policy with the first cell excluded (the region already seen), answered on
+                the new crop. The branch joins the group as a rollout (prefix zoom, zoom 2, answer 2);
+                the shared prefix zoom is credited once, with the mean of the advantages of the
+                rollouts that share it (tree rollouts as in entropy-branching agentic RL, ARPO)
   cca           Consensus Credit Assignment: the consensus cell is the mode of the zooms of the
                 group's correct rollouts, used when at least `min_correct` are correct and a
                 fraction >= `agree` of them share it; the zoom step's advantage is computed from
-                r + lambda 1[zoom = consensus], the answer step keeps the outcome advantage
+                r + lambda r 1[zoom = consensus] (the bonus is paid on correct answers only, as
+                DeepEyes pays its tool bonus); the answer step keeps the outcome advantage
   medvr         evr + cca
 No localisation label is used in training; the lesion cell only scores grounding at evaluation.
 Seeds run side by side: every weight has a leading seed axis (bmm), the loss is the sum over seeds,
@@ -113,12 +118,20 @@ def consensus(cells: torch.Tensor, correct: torch.Tensor, n_cells: int, min_corr
     return mode, use
 
 
+def cca_bonus(cells, r, valid, n_cells: int, min_correct: int, agree: float) -> torch.Tensor:
+    """CCA's zoom bonus 1[zoom = consensus cell], paid only on correct rollouts (r = 1) of groups
+    with a consensus."""
+    mode, use = consensus(cells, r * valid, n_cells, min_correct, agree)
+    return r * (cells == mode[..., None]).float() * use[..., None].float()
+
+
 def train_arm(arm: str, glob, crops, labels, base: list[np.ndarray], n_classes: int, cfg: dict,
               seeds: list[int], log=None) -> dict:
     """GRPO for one arm and a block of seeds. Returns numpy weights and training statistics."""
     a, t = cfg["agent"], cfg["train"]
     use_tool, use_evr, use_cca = arm != "global_only", arm in ("evr", "medvr"), arm in ("cca", "medvr")
-    S, B, G = len(seeds), t["batch"], t["group"]
+    S, B = len(seeds), t["batch"]
+    G = t["group_matched"] if arm == "outcome_grpo_matched" else t["group"]
     n_cells = crops.shape[1]
     gen = torch.Generator().manual_seed(int(seeds[0]) * 7919 + 17)
     zoom = init_mlp(S, [glob.shape[1], a["hidden"], n_cells], gen)
@@ -134,43 +147,50 @@ def train_arm(arm: str, glob, crops, labels, base: list[np.ndarray], n_classes: 
         idx = torch.from_numpy(np.stack([r.integers(len(labels), size=B) for r in rngs]))   # [S, B]
         g, y = g_all[idx], y_all[idx]                                                        # [S, B, D], [S, B]
         gG = g[:, :, None].expand(S, B, G, g.shape[-1])
+        idxG = idx[:, :, None].expand(S, B, G)
 
-        def rollout(zlogits, idx=idx):
-            """One zoom and one answer per group member: (cell, logp zoom, answer logits, crop)."""
-            if not use_tool:
-                return None, torch.zeros(S, B, G), blank
-            dz = torch.distributions.Categorical(logits=zlogits[:, :, None].expand(S, B, G, n_cells))
+        def answer_step(crop, gG=gG):
+            logits = mlp(answer, torch.cat([gG, crop], -1).reshape(S, B * G, -1)).reshape(S, B, G, n_classes)
+            return torch.distributions.Categorical(logits=logits)
+
+        if use_tool:
+            zlogits = mlp(zoom, g)[:, :, None].expand(S, B, G, n_cells)
+            dz = torch.distributions.Categorical(logits=zlogits)
             cell = dz.sample()
-            crop = c_all[idx[:, :, None].expand(S, B, G), cell]
-            return cell, dz.log_prob(cell), crop
-
-        zlogits = mlp(zoom, g) if use_tool else None
-        cell, lpz, crop = rollout(zlogits)
-        alog = mlp(answer, torch.cat([gG, crop], -1).reshape(S, B * G, -1)).reshape(S, B, G, n_classes)
-        da = torch.distributions.Categorical(logits=alog)
+            lpz, crop = dz.log_prob(cell), c_all[idxG, cell]
+        else:
+            cell, lpz, crop = None, torch.zeros(S, B, G), blank
+        da = answer_step(crop)
         ans = da.sample()
         r, lpa = (ans == y[..., None]).float(), da.log_prob(ans)
         valid = torch.ones(S, B, G)
-        if use_evr:   # branch where the answer is uncertain: re-ground from the same state
-            ent = da.entropy() / np.log(n_classes)
-            branch = (ent > t["evr_tau"]).float()
-            cell2, lpz2, crop2 = rollout(zlogits)
-            alog2 = mlp(answer, torch.cat([gG, crop2], -1).reshape(S, B * G, -1)).reshape(S, B, G, n_classes)
-            da2 = torch.distributions.Categorical(logits=alog2)
+        if use_evr:   # branch at the uncertain answer; the branch re-grounds from the rollout's prefix
+            branch = (da.entropy() / np.log(n_classes) > t["evr_tau"]).float()
+            seen = torch.nn.functional.one_hot(cell, n_cells).bool()
+            dz2 = torch.distributions.Categorical(logits=zlogits.masked_fill(seen, -1e9))
+            cell2 = dz2.sample()
+            da2 = answer_step(c_all[idxG, cell2])
             ans2 = da2.sample()
             r = torch.cat([r, (ans2 == y[..., None]).float()], -1)
-            lpa, lpz = torch.cat([lpa, da2.log_prob(ans2)], -1), torch.cat([lpz, lpz2], -1)
-            cell = torch.cat([cell, cell2], -1)
             valid = torch.cat([valid, branch], -1)
             branch_rate.append(float(branch.mean()))
-        adv_answer = group_advantage(r, valid)
-        adv_zoom = adv_answer
+        adv = group_advantage(r, valid)
+        adv_zoom = adv
         if use_cca:
-            mode, use = consensus(cell, r * valid, n_cells, t["cca_min_correct"], t["cca_agree"])
-            rz = r + t["cca_lambda"] * (cell == mode[..., None]).float() * use[..., None].float()
-            adv_zoom = group_advantage(rz, valid)
+            zoom_cells = torch.cat([cell, cell2], -1) if use_evr else cell   # a branch's last zoom
+            bonus = cca_bonus(zoom_cells, r, valid, n_cells, t["cca_min_correct"], t["cca_agree"])
+            adv_zoom = group_advantage(r + t["cca_lambda"] * bonus, valid)
+        if use_evr:
+            a1, a2 = adv[..., :G], adv[..., G:]
+            z1, z2 = adv_zoom[..., :G], adv_zoom[..., G:]
+            # the shared prefix zoom: once, with the mean advantage of the rollouts that share it
+            prefix = torch.where(branch.bool(), (z1 + z2) / 2, z1)
+            terms = (a1.detach() * lpa + prefix.detach() * lpz
+                     + branch * (a2.detach() * da2.log_prob(ans2) + z2.detach() * dz2.log_prob(cell2)))
+        else:
+            terms = adv.detach() * lpa + adv_zoom.detach() * lpz
         per_seed = valid.sum((1, 2))
-        loss = -((adv_answer.detach() * lpa + adv_zoom.detach() * lpz) * valid).sum((1, 2)) / per_seed
+        loss = -terms.sum((1, 2)) / per_seed
         opt.zero_grad()
         loss.sum().backward()
         opt.step()

@@ -116,3 +116,22 @@ def load_vqa(raw: Path, split: str, image_size: int) -> dict:
     if side.exists():
         out["cells"] = np.asarray(read_json(side)[split], int)
     return out
+
+
+def load_vqa_rgb(raw: Path, split: str, limit: int | None = None) -> dict:
+    """The same parquet read for a VLM: RGB PIL images at their native resolution (the tiny loader's
+    grey 2-D arrays are for the MLP agent only), questions, answers (stripped, lower-cased)."""
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    images, questions, answers = [], [], []
+    for path in parquet_files(raw, split):
+        for row in pq.read_table(path).to_pylist():
+            if limit is not None and len(images) >= limit:
+                break
+            img = row["image"]
+            blob = img["bytes"] if img.get("bytes") else Path(raw, img["path"]).read_bytes()
+            images.append(Image.open(io.BytesIO(blob)).convert("RGB"))
+            questions.append(str(row["question"]))
+            answers.append(str(row["answer"]).strip().lower())
+    return {"images": images, "questions": questions, "answers": answers}

@@ -1,13 +1,16 @@
 """Stages of card 02, MedVR (arXiv 2604.08203).
 
-    acquire   tiny/smoke: VQA-RAD-schema synthetic scans (data.write_synthetic); full: VQA-RAD's
-              parquet at a pinned commit (sha256-checked) and the base VLM's hub snapshot
-    prepare   the one loader (data.load_vqa) -> global views and crops; the "base VLM" perception
-              (the answer head warm-started on true crops, agent.warm_start) and the mechanism
-              checks: its accuracy with the true crop, with no crop, and its entropy spread
-    train     one GRPO arm for a block of seeds (agent.train_arm)
-    evaluate  greedy zoom and answer on the test split, numpy only: accuracy, grounding hit,
-              rollouts per question in training, sd of the answer entropy
+    acquire   tiny/smoke: VQA-RAD-schema synthetic scans (data.write_synthetic); full: VQA-RAD's two
+              parquets at a pinned commit (sha256-checked) and the base VLM's hub snapshot
+    prepare   tiny: the one loader (data.load_vqa) -> global views and crops; the "base VLM"
+              perception (the answer head warm-started on true crops, agent.warm_start) and the
+              mechanism checks: its accuracy with the true crop, with no crop, and its entropy spread;
+              full: both splits through the RGB loader (data.load_vqa_rgb), counts only
+    train     tiny: one GRPO arm for a block of seeds (agent.train_arm); full: GRPO of the VLM with
+              LoRA and the zoom tool (vlm.train_arm), one unit per seed, checkpointed
+    evaluate  tiny: greedy zoom and answer on the test split, numpy only: accuracy, grounding hit,
+              rollouts per question in training, sd of the answer entropy; full: greedy tool-using
+              rollouts of the VLM on VQA-RAD's test split (exact match)
 Seeds are paired: every arm of a seed starts from the same base perception and sees the same
 question order; the seed changes the zoom head's init, the questions drawn and the sampling.
 """
@@ -22,6 +25,7 @@ from iclr26.core.io import load_arrays, read_json, save_arrays, write_json
 from . import agent, data
 
 DATASET = "vqa_rad"
+PAPER_TRAINING_FREE = ("oracle_crop", "base_random_zoom")
 
 
 def acquire(job) -> dict:
@@ -36,7 +40,13 @@ def acquire(job) -> dict:
             url = f"{spec['endpoint']}/datasets/{spec['hub_id']}/resolve/{spec['revision']}/{pin['file']}"
             dest = job.out_dir / "data" / Path(pin["file"]).name
             files[split] = download_pinned({"url": url, "sha256": pin.get("sha256")}, dest)
-        return {"source": "hub", "hub_id": spec["hub_id"], "revision": spec["revision"], "files": files}
+        info = {"source": "hub", "hub_id": spec["hub_id"], "revision": spec["revision"], "files": files}
+        model = job.cfg.get("model") or {}
+        if model.get("source") and not Path(model["source"]).exists():   # a hub id: the pinned snapshot
+            from iclr26.core.acquire import snapshot_model
+
+            info["model"] = snapshot_model(model)
+        return info
     raise ValueError(f"data.{job.dataset}.source must be synthetic or hub, got {spec['source']!r}")
 
 
@@ -54,14 +64,13 @@ def arrays(cfg: dict, raw: Path, split: str, vocab: list[str] | None = None) -> 
 
 def prepare(job) -> dict:
     cfg = job.cfg
-    train, vocab = arrays(cfg, job.raw_dir(), "train")
+    if cfg["data"][DATASET]["source"] == "hub":
+        return _prepare_vlm(job)
+    train_set, vocab = arrays(cfg, job.raw_dir(), "train")
     test, _ = arrays(cfg, job.raw_dir(), "test", vocab)
-    save_arrays(job.out_dir / "train.npz", **train)
+    save_arrays(job.out_dir / "train.npz", **train_set)
     save_arrays(job.out_dir / "test.npz", **test)
-    if "cells" not in train:
-        raise NotImplementedError("full scale: the base VLM's perception is the hub model; the VLM GRPO "
-                                  "stage is not implemented (config deviations)")
-    base, curve = agent.warm_start(train["glob"], train["crops"], train["cells"], train["labels"],
+    base, curve = agent.warm_start(train_set["glob"], train_set["crops"], train_set["cells"], train_set["labels"],
                                    len(vocab), cfg, cfg["agent"]["base_seed"])
     save_arrays(job.out_dir / "base.npz", **{f"p{i}": p for i, p in enumerate(base)})
     checks = {mode: float(agent.evaluate(base, None, test["glob"], test["crops"], test["labels"],
@@ -69,11 +78,103 @@ def prepare(job) -> dict:
               for mode in ("oracle", "random", "blank")}
     checks["entropy_sd_random_zoom"] = float(agent.evaluate(base, None, test["glob"], test["crops"], test["labels"],
                                                             test["cells"], "random")["entropy_sd"][0])
-    info = {"vocab": vocab, "n_train": len(train["labels"]), "n_test": len(test["labels"]),
+    info = {"vocab": vocab, "n_train": len(train_set["labels"]), "n_test": len(test["labels"]),
             "warm_loss_first_last": [curve[0], curve[-1]], "base_accuracy": checks}
     job.log(f"base perception accuracy on test: {checks}")
     write_json(job.out_dir / "summary.json", info)
     return info
+
+
+def _prepare_vlm(job) -> dict:
+    """Full scale: both pinned splits through the RGB loader; the counts and answer types."""
+    info = {}
+    for split in ("train", "test"):
+        rows = data.load_vqa_rgb(job.raw_dir(), split)
+        closed = [a in ("yes", "no") for a in rows["answers"]]
+        info[split] = {"rows": len(rows["answers"]), "closed": int(sum(closed)),
+                       "min_side": int(min(min(im.size) for im in rows["images"]))}
+    job.log(f"VQA-RAD rows: {info}")
+    write_json(job.out_dir / "summary.json", info)
+    return info
+
+
+def _vlm_rows(job, split: str) -> dict:
+    spec = job.cfg["data"][DATASET]
+    return data.load_vqa_rgb(job.raw_dir(DATASET), split, spec.get(f"n_{split}"))
+
+
+def _vlm_agent(job, adapter_dir=None, train: bool = False):
+    from iclr26.core.acquire import model_path
+    from iclr26.core.runtime import pick_device
+
+    from . import vlm
+
+    device = pick_device(job.cfg.get("device"))
+    return vlm.load_agent(model_path(job.cfg["model"]), job.cfg["vlm"], job.cfg["train"] if train else None,
+                          device, adapter_dir)
+
+
+def _train_vlm(job) -> dict:
+    """Full scale: GRPO with LoRA, one unit per seed (its adapters saved at the end); inside a unit
+    the adapters, the optimiser, the step and the RNG are checkpointed every `train.checkpoint_every`
+    steps and on SIGTERM, and a retry resumes there."""
+    import torch
+    from peft import get_peft_model_state_dict, set_peft_model_state_dict
+
+    from iclr26.core.checkpoint import rng_state, set_rng_state
+
+    from . import vlm
+
+    rows = _vlm_rows(job, "train")
+
+    def work(key):
+        seed = int(key.split("_")[-1])
+        agent = _vlm_agent(job, train=True)
+        ckpt = job.checkpointer()
+        state = ckpt.load()
+        opt = torch.optim.AdamW([p for p in agent.model.parameters() if p.requires_grad], lr=job.cfg["train"]["lr"],
+                                weight_decay=0.0)
+        start, curve = 0, []
+        if state is not None and state.get("seed") == seed:
+            set_peft_model_state_dict(agent.model, state["adapter"])
+            opt.load_state_dict(state["opt"])
+            set_rng_state(state["rng"])
+            start, curve = state["step"], list(state["curve"])
+            job.log(f"resumed seed {seed} at step {start}")
+
+        def on_step(step, opt):
+            if ckpt.maybe_save(step + 1, lambda: {"seed": seed, "step": step + 1, "opt": opt.state_dict(),
+                                                  "adapter": get_peft_model_state_dict(agent.model),
+                                                  "rng": rng_state(), "curve": curve}):
+                raise SystemExit("stopped on request after a checkpoint")
+
+        vlm.train_arm(agent, rows, job.method, job.cfg["train"], seed, log=job.log, on_step=on_step,
+                               start=start, opt=opt, curve=curve)
+        agent.model.save_pretrained(job.out_dir / f"adapter_{seed}")
+        ckpt.clear()
+        rollouts = float(np.mean([c["rollouts_per_question"] for c in curve]))
+        return {"rollouts_per_question": rollouts, "last_reward": curve[-1]["reward"],
+                "tool_rate": float(np.mean([c["tool_rate"] for c in curve]))}
+    return {"units": job.units([f"{job.method}_{s}" for s in job.seeds], work)}
+
+
+def _evaluate_vlm(job) -> dict:
+    from . import vlm
+
+    rows = _vlm_rows(job, "test")
+    units = {} if job.method in PAPER_TRAINING_FREE else read_json(job.out_dir / "metrics.json").get("units", {})
+    records = []
+    for seed in job.seeds:
+        adapter = None if job.method in PAPER_TRAINING_FREE else job.out_dir / f"adapter_{seed}"
+        agent = _vlm_agent(job, adapter_dir=adapter)
+        res = vlm.evaluate(agent, rows, use_tool=job.method != "global_only")
+        train_info = units.get(f"{job.method}_{seed}", {})
+        records.append({"seed": int(seed), "accuracy": res["accuracy"], "grounding_hit": float("nan"),
+                        "entropy_sd": res["entropy_sd"],
+                        "rollouts_per_question": float(train_info.get("rollouts_per_question", 1.0)),
+                        "accuracy_closed": res["accuracy_closed"], "accuracy_open": res["accuracy_open"],
+                        "tool_rate": res["tool_rate"]})
+    return {"records": records}
 
 
 def _load(job):
@@ -84,6 +185,8 @@ def _load(job):
 
 
 def train(job) -> dict:
+    if job.cfg["data"][DATASET]["source"] == "hub":
+        return _train_vlm(job)
     return {"units": job.units([f"{job.method}_{'_'.join(map(str, job.seeds))}"], lambda key: _train(job))}
 
 
@@ -102,11 +205,14 @@ def _train(job) -> dict:
 
 
 def evaluate(job) -> dict:
+    if job.cfg["data"][DATASET]["source"] == "hub":
+        return _evaluate_vlm(job)
     _, test, base, _ = _load(job)
     seeds = list(job.seeds)
-    if job.method == "oracle_crop":   # the base perception with the true crop: no training
+    if job.method in ("oracle_crop", "base_random_zoom"):   # the base perception, no training
         answer = [np.repeat(p, len(seeds), 0) for p in base]
-        res = agent.evaluate(answer, None, test["glob"], test["crops"], test["labels"], test["cells"], "oracle")
+        mode = "oracle" if job.method == "oracle_crop" else "random"
+        res = agent.evaluate(answer, None, test["glob"], test["crops"], test["labels"], test["cells"], mode)
         res["entropy_sd"] = agent.evaluate(answer, None, test["glob"], test["crops"], test["labels"],
                                            test["cells"], "random")["entropy_sd"]
         rollouts = np.ones(len(seeds))
