@@ -269,3 +269,36 @@ def test_value_groups_count_a_restated_value_as_kept():
     assert necessary_kept(groups, [{0}]) == 1.0           # the value 3 is still visible in "so 3"
     assert necessary_kept(groups, [{0, 1}]) == 0.5
     assert necessary_kept(groups, [{3}]) == 0.5
+
+
+def test_stacked_training_is_train_lm_per_model_whoever_shares_the_run():
+    """stacked.py trains the seeds' models side by side (vmap): each model ends as core.lm.model.train_lm
+    leaves it (same batches, loss, clipping, AdamW, schedule; to float rounding), and a model's result
+    does not depend on which other models share the run, nor on their examples' lengths."""
+    import torch
+
+    from iclr26.core.lm import traces
+    from iclr26.core.lm.formats import TagFormat
+    from iclr26.core.lm.model import build_model, train_lm
+    from iclr26.core.lm.tokenizer import build_tokenizer
+    from iclr26.papers.step_entropy.own_traces import skip_augmented_examples
+    from iclr26.papers.step_entropy.stacked import train_stacked
+
+    tokenizer = build_tokenizer(traces.vocabulary(10))
+    fmt = TagFormat(tokenizer)
+    spec = {"config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2}}
+    rows = traces.generate({"modulus": 10, "max_operand": 2, "n_ops": [2, 4], "redundancy": 0.75}, 60, seed=0)
+    examples = {seed: skip_augmented_examples(fmt, rows, 0.5, seed, "trailing") for seed in (0, 1)}
+    examples[1] = examples[1][:30]                                    # another data set, other lengths
+    pad, args = tokenizer.pad_token_id, (6, 8, 1e-2)
+    alone = build_model(spec, tokenizer, seed=0)
+    reference = train_lm(alone, [e[0] for e in examples[0]], [e[1] for e in examples[0]], pad, *args, 0, warmup=3)
+    pair = [build_model(spec, tokenizer, seed=seed) for seed in (0, 1)]
+    losses = train_stacked(pair, [examples[0], examples[1]], pad, *args, [0, 1], warmup=3)
+    single = build_model(spec, tokenizer, seed=0)
+    assert train_stacked([single], [examples[0]], pad, *args, [0], warmup=3)[0] == losses[0]
+    assert np.allclose(losses[0], reference, atol=1e-5) and losses[0] != losses[1]
+    for ours, theirs, again in zip(pair[0].parameters(), alone.parameters(), single.parameters()):
+        assert torch.allclose(ours, theirs, atol=1e-5) and torch.equal(ours, again)
+    assert not any(torch.equal(a, b) for a, b in zip(pair[0].parameters(), pair[1].parameters()))
+    assert not pair[0].training and not pair[1].training

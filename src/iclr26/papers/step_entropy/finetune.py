@@ -2,7 +2,8 @@
 compressed at kappa = sft_kappa by the method's rule (full_cot: uncompressed, the data-matched
 control), then let the fine-tuned model answer from the bare prompt. GRPO is not run (config note).
 
-Tiny: the base model is fine-tuned whole, in one process (core.lm.model.train_lm). Full: the
+Tiny: the base model is fine-tuned whole, the job's seeds side by side in one process (stacked.py;
+per seed the same as core.lm.model.train_lm). Full: the
 official recipe (its sft.py: LoRA r16/alpha16 via peft, max length 2048, lr 2e-5, sharded over the
 job's GPUs) through core.lm.train.train_recipe, which the config's train block states.
 """
@@ -28,9 +29,9 @@ def sft_rule(method_name: str, cfg: dict) -> tuple[str, float]:
     return ("low_entropy", 0.0) if method_name == "full_cot" else (method_name, float(cfg["train"]["sft_kappa"]))
 
 
-def finetune(model, fmt, own: list[dict], cfg: dict, method_name: str, seed: int, log=None) -> tuple[dict, object]:
-    """Fine-tune `model` on the compressed own traces; returns (the training metrics, the trained
-    model to save: `model` itself at tiny scale, a LoRA-wrapped model under the full recipe)."""
+def sft_examples(fmt, own: list[dict], cfg: dict, method_name: str, seed: int) -> tuple[list, dict]:
+    """The SFT examples of one seed (the own correct traces compressed by the method's rule, then cut
+    to train.max_length where drop_cut says so) and what the metrics report about them."""
     rule, kappa = sft_rule(method_name, cfg)
     kept = [t for t in own if t["correct"]] or own  # smoke-scale models get none right
     rng = np.random.default_rng(seed)
@@ -44,16 +45,28 @@ def finetune(model, fmt, own: list[dict], cfg: dict, method_name: str, seed: int
     cut = float(np.mean([len(e[0]) > cap for e in examples])) if cap and examples else 0.0
     if cap and sft.get("drop_cut", False):
         examples = [e for e in examples if len(e[0]) <= cap] or examples
+    return examples, {"sft_examples": len(examples), "sft_steps": int(sft["steps"]), "cut_share": cut,
+                      "own_accuracy": float(np.mean([t["correct"] for t in own])),
+                      "necessary_kept": necessary_kept(value_groups(kept), [m for _, m in compressed])}
+
+
+def sft_metrics(info: dict, losses: list[float]) -> dict:
+    return {**info, "final_loss": float(np.mean(losses[-10:]))}
+
+
+def finetune(model, fmt, own: list[dict], cfg: dict, method_name: str, seed: int, log=None) -> tuple[dict, object]:
+    """Fine-tune `model` on the compressed own traces; returns (the training metrics, the trained
+    model to save: `model` itself at tiny scale, a LoRA-wrapped model under the full recipe).
+    (Tiny scale fine-tunes a job's seeds together: stages.finetune_stacked, the same per seed.)"""
+    examples, info = sft_examples(fmt, own, cfg, method_name, seed)
+    sft = {**cfg["train"], "steps": info["sft_steps"]}
     if uses_recipe(sft):
         model, losses = train_recipe(model, [e[0] for e in examples], [e[1] for e in examples],
                                      fmt.tokenizer.pad_token_id, {"warmup": 10, **sft}, seed, log=log)
     else:
         losses = train_lm(model, [e[0] for e in examples], [e[1] for e in examples], fmt.tokenizer.pad_token_id,
                           sft["steps"], sft["batch_size"], sft["lr"], seed, warmup=sft.get("warmup", 10), log=log)
-    return {"sft_examples": len(examples), "sft_steps": int(sft["steps"]), "cut_share": cut,
-            "own_accuracy": float(np.mean([t["correct"] for t in own])),
-            "necessary_kept": necessary_kept(value_groups(kept), [m for _, m in compressed]),
-            "final_loss": float(np.mean(losses[-10:]))}, model
+    return sft_metrics(info, losses), model
 
 
 def answer_record(model, fmt, rows: list[dict], cfg: dict, method_name: str, seed: int, dataset: str) -> dict:

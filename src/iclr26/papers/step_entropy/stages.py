@@ -4,13 +4,15 @@ acquire   tiny: seeded chain-arithmetic problems with redundant steps, written a
           rows {problem, answer, trace}; full: the hub files of the config (core.lm.stages.acquire).
 prepare   the reasoning model and its own traces, which every method shares. tiny: the tokenizer and,
           per seed, the model the paper takes pretrained (a Qwen2 trained from scratch on the teacher
-          traces, 20% with random [SKIP] steps so the token is in distribution); full: model.source.
+          traces, a base.skip_augment share with [SKIP] steps so the token is in distribution; the
+          seeds' models trained side by side in one process, stacked.py); full: model.source.
           Then, per seed, the model writes its own traces (own_traces.py) on the test problems
           (Stage A) and on the SFT problems (Stage B), each step scored by its entropy; full: once
           for every seed, one unit of work per generation batch (shared_own_traces), spread over
           the shard jobs of `shards.prepare` (core.job).
 train     Stage B (finetune.py): the own correct training traces are compressed at kappa = sft_kappa
-          by this method's rule and the model is fine-tuned on them (full_cot: uncompressed).
+          by this method's rule and the model is fine-tuned on them (full_cot: uncompressed); tiny:
+          the job's seeds fine-tuned side by side in one process (stacked.py).
 evaluate  Stage A (pruning.py, Fig. 1): for every kappa the rule replaces floor(kappa n) steps of each
           own test trace by [SKIP] and the model answers after the compressed thinking. Stage B: the
           fine-tuned model answers from the bare prompt (finetune.py).
@@ -49,15 +51,14 @@ def acquire(job) -> dict:
 def prepare(job) -> dict:
     if _skipped(job):
         return {"note": f"{job.dataset} is not run at this scale"}
-    from iclr26.core.lm.stages import load_model, train_base_models
+    from iclr26.core.lm.stages import load_model
 
-    from .own_traces import own_traces, skip_augmented_examples
+    from .own_traces import own_traces
 
     cfg = job.cfg
     info = {}
     if not cfg["model"].get("source"):
-        info = train_base_models(job, lambda fmt, rows, seed: skip_augmented_examples(
-            fmt, rows, cfg["base"]["skip_augment"], seed, cfg["base"].get("augment", "random")))
+        info = train_base_models(job)
     splits = {"test": None, **({"train": cfg["train"]["n_problems"]} if job.dataset == MAIN else {})}
     if cfg["model"].get("source"):
         # a pretrained model (full) is the same for every seed: its traces are written once (seeds
@@ -79,6 +80,40 @@ def prepare(job) -> dict:
     for accuracy in job.units(seeds, write_own_traces).values():
         info.update(accuracy)
     return info
+
+
+def train_base_models(job) -> dict:
+    """Tiny: write `tokenizer/` and `base_s<seed>/` (save_pretrained) into job.out_dir, as
+    core.lm.stages.train_base_models does, but every seed's model in one stacked run (stacked.py):
+    seed s is built from seed s and trained on its own [SKIP]-augmented teacher traces (drawn from s)
+    with its own batches; one unit of work for all seeds."""
+    from iclr26.core.lm import traces
+    from iclr26.core.lm.formats import TagFormat
+    from iclr26.core.lm.model import build_model, quiet_transformers
+    from iclr26.core.lm.tokenizer import build_tokenizer
+
+    from .own_traces import skip_augmented_examples
+    from .stacked import train_stacked
+
+    quiet_transformers()
+    cfg, base = job.cfg, job.cfg["base"]
+    tokenizer = build_tokenizer(traces.vocabulary(int(cfg["data"][job.dataset]["modulus"])), job.out_dir / "tokenizer")
+    seeds = [int(seed) for seed in cfg["seeds"]]
+
+    def train_all(key: str) -> dict:
+        rows = read_jsonl(job.raw_dir() / "train.jsonl")
+        fmt = TagFormat(tokenizer)
+        models = [build_model(cfg["model"], tokenizer, seed=seed) for seed in seeds]
+        examples = [skip_augmented_examples(fmt, rows, base["skip_augment"], seed, base.get("augment", "random"))
+                    for seed in seeds]
+        losses = train_stacked(models, examples, tokenizer.pad_token_id, int(base["steps"]), int(base["batch_size"]),
+                               float(base["lr"]), seeds, log=job.log)
+        for seed, model in zip(seeds, models):
+            model.save_pretrained(job.out_dir / f"base_s{seed}")
+        return {f"s{seed}_final_loss": float(np.mean(curve[-20:])) for seed, curve in zip(seeds, losses)}
+
+    key = "base_" + "_".join(f"s{seed}" for seed in seeds)
+    return job.units([key], train_all)[key]
 
 
 def shared_own_traces(job, splits: dict) -> dict:
@@ -137,10 +172,13 @@ def train(job) -> dict:
     if job.method not in job.cfg["train"]["sft_methods"]:
         return {"note": f"{job.method}: no SFT arm (Stage A only)"}
     from iclr26.core.lm.stages import load_model, save_finetuned
+    from iclr26.core.lm.train import uses_recipe
 
     from .finetune import finetune
 
     seeds = {f"s{seed}": seed for seed in job.seeds}
+    if not uses_recipe(job.cfg["train"]) and not job.cfg["model"].get("source"):   # tiny: stacked
+        return finetune_stacked(job, seeds)
 
     def finetune_one(key: str) -> dict:
         seed = seeds[key]
@@ -151,6 +189,41 @@ def train(job) -> dict:
         return metrics
 
     return job.units(seeds, finetune_one)
+
+
+def finetune_stacked(job, seeds: dict) -> dict:
+    """Tiny: the SFT of every seed of the job in one stacked run (stacked.py), one unit of work for
+    all of them; each seed's model, data and batches are its own. Per seed the training of finetune()
+    (core.lm.model.train_lm; equal to float rounding over a short run), the same metrics."""
+    from iclr26.core.lm.stages import load_model, save_finetuned
+
+    from .finetune import sft_examples, sft_metrics
+    from .stacked import train_stacked
+
+    sft = job.cfg["train"]
+
+    def train_all(key: str) -> dict:
+        loaded = [load_model(job, seed, base_dir=job.prepared_dir(MAIN)) for seed in seeds.values()]
+        owns = [read_jsonl(job.prepared_dir(MAIN) / f"own_train_s{seed}.jsonl") for seed in seeds.values()]
+        prepared = [sft_examples(fmt, own, job.cfg, job.method, seed)
+                    for (_, fmt), own, seed in zip(loaded, owns, seeds.values())]
+        steps = {int(p[1]["sft_steps"]) for p in prepared}
+        if len(steps) != 1:
+            raise ValueError(f"stacked SFT needs one step count for every seed (train.steps), got {sorted(steps)}")
+        models = [model for model, _ in loaded]
+        for model in models:   # a saved model loads with sdpa, which vmap runs one slice at a time
+            model.set_attn_implementation(job.cfg["model"].get("attn_implementation") or "eager")
+        losses = train_stacked(models, [p[0] for p in prepared], loaded[0][1].tokenizer.pad_token_id, steps.pop(),
+                               int(sft["batch_size"]), float(sft["lr"]), list(seeds.values()),
+                               warmup=int(sft.get("warmup", 10)), log=job.log)
+        out = {}
+        for name, (model, fmt), (_, info), curve in zip(seeds, loaded, prepared, losses):
+            save_finetuned(model, fmt.tokenizer, job.out_dir / f"sft_{name}")
+            out[name] = sft_metrics(info, curve)
+        return out
+
+    key = "sft_" + "_".join(seeds)
+    return job.units([key], train_all)[key]
 
 
 def evaluate(job) -> dict:
