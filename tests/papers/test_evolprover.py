@@ -1,11 +1,16 @@
 """EvolProver (card 13): the MiniLean kernel, pass@k, the evolutions, the Lean REPL client against a
-stand-in process speaking the REPL's JSON protocol, and the full-scale acquire from a local git
-repository.
+stand-in process speaking the REPL's JSON protocol, the full-scale acquire from a local git
+repository, and the real-Lean path of the full scale (lean_tools): elan and the pinned toolchain
+downloaded by sha256 from a loopback server and unpacked in elan's layout, the project's
+lean-toolchain checked, and the verifier's file, command line and verdicts read from Lean's
+`--json` output format.
 
-Not exercised offline: a real Lean toolchain / Mathlib / REPL (the stand-in speaks the protocol,
-checking with MiniLean); hub downloads (data.hub_file, core.acquire.snapshot_model: no hub here);
-lean-dojo and lean-interact (envs/lean.yaml; not installed in the pipeline's venv, see that file);
-the 7B LoRA fine-tune (core.lm.train's own tests cover train_recipe on a save_pretrained model).
+Where the offline full-scale path stops: elan-init and lean/lake are small scripts in the real
+archive layouts (no Lean binary can be downloaded here), and the `lake exe cache get` / `lake env
+lean --json` processes are a stand-in runner that prints Lean's JSON message format, deciding
+proofs with MiniLean; hub downloads (data.hub_file, core.acquire.snapshot_model) only reach a
+loopback server that lacks the file; lean-dojo's tracing is not used by the pipeline; the 7B LoRA
+fine-tune is covered by core.lm.train's own tests.
 """
 from __future__ import annotations
 
@@ -182,6 +187,15 @@ def test_evolutions_are_verified_and_type_two_stays_held_out():
     evolved = {s.header_text().split(":", 1)[1] for items in out.values() for s, _ in items}
     assert not type_two & evolved
     assert not any(") ^ 2 ) ^ 2" in t or " ^ 2 ) ^ 2" in t for t in evolved)
+    # Type I: the copy over letters no seed has, or over the corpus's own unused names; both verified
+    for st, proof in seeds[:8]:
+        old = {n for names, _ in st.binders for n in names}
+        for fresh, pool in (("new", set(evol.FRESH)), ("corpus", set(evol.NAMES) - old)):
+            got = evol.type_one(st, proof, fresh)
+            if got is None:
+                continue
+            new = {n for names, _ in got[0].binders for n in names} - old
+            assert len(new) == len(old) and new <= pool and ml.check(*got), (fresh, got[0].header_text())
 
 
 def test_test_partition_is_disjoint_from_training():
@@ -278,6 +292,41 @@ def test_full_acquire_from_a_local_git_repository(tmp_path):
     assert amgm["in_fragment"] and ml.check(ml.parse_theorem(amgm["lean"]), "nlinarith [sq_nonneg (x - y)]")
     with pytest.raises(DataError, match="tree"):
         data.acquire_full("minif2f", {**spec, "tree": "0" * 40}, tmp_path / "raw2", log=lambda m: None)
+    # the Lake project proofs are checked in: the whole checkout, without .git
+    data.acquire_full("minif2f", {**spec, "lean_project": True}, tmp_path / "raw3", log=lambda m: None)
+    project = tmp_path / "raw3" / "project"
+    assert (project / "lean-toolchain").exists() and not (project / ".git").exists()
+    # a commit the remote does not have: one line naming the repository and the commit
+    with pytest.raises(DataError, match=f"git file://{repo} at {'1' * 40}"):
+        data.acquire_full("minif2f", {**spec, "commit": "1" * 40}, tmp_path / "raw4", log=lambda m: None)
+
+
+def test_one_line_errors(tmp_path, static_server):
+    """Every error the paper's code raises for a user: a hub file that cannot be downloaded, an
+    unknown source, a corpus too small for the data-matched arm, an unknown checker."""
+    from iclr26.papers.evolprover import stages
+
+    spec = {"hub_id": "internlm/Lean-Workbook", "file": "lean_workbook.json", "revision": "5" * 40,
+            "endpoint": static_server[1]}   # a loopback server without the file (HTTP 404)
+    with pytest.raises(DataError, match="cannot download internlm/Lean-Workbook/lean_workbook.json at 5{40}"):
+        data.acquire_full("seeds", {**spec, "source": "hub"}, tmp_path)
+    with pytest.raises(ValueError, match="must be synthetic, git or hub, got 'ftp'"):
+        data.acquire_full("seeds", {"source": "ftp"}, tmp_path)
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    row = '{"prompt": "p%d", "proof": "ring"}\n'
+    (prepared / "seed.jsonl").write_text("".join(row % i for i in range(3)))
+    (prepared / "ast.jsonl").write_text("".join(row % i for i in range(10, 15)))
+    (prepared / "reserve.jsonl").write_text(row % 99)
+    cfg = {"train": {"arms": {"evol_all": ["seed", "ast"]}}}
+    assert len(stages.training_set(cfg, prepared, "evol_all")) == 8
+    with pytest.raises(ValueError, match="data_matched needs 8 seed-corpus problems, the corpus has 4"):
+        stages.training_set(cfg, prepared, "data_matched")
+
+    class Job:
+        cfg = {"eval": {"checker": "coq"}, "lean": {}}
+    with pytest.raises(ValueError, match="eval.checker must be minilean, lean or lean_repl, got 'coq'"):
+        stages.count_correct(Job(), [], [], "s0_minif2f")
 
 
 def test_reads_leanineqcomps_real_layout(tmp_path):
@@ -294,3 +343,192 @@ def test_reads_leanineqcomps_real_layout(tmp_path):
     rows = data.parse_rows(data.read_problems("ineq_comp", {}, tmp_path))
     assert [(r["name"], r["subset"], r["in_fragment"]) for r in rows] == [
         ("amgm_p1", "seed", False), ("amgm_p2", "seed", True), ("amgm_p2", "type2", True)]
+
+
+# ----------------------------------------------------------------------------- real Lean at full scale
+def _tar(path: Path, members: dict, fmt: str) -> Path:
+    """An archive in a release's real layout: members {relative path: (text, mode)}."""
+    import tarfile
+
+    stage = path.with_suffix(".d")
+    for rel, (text, mode) in members.items():
+        (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+        (stage / rel).write_text(text)
+        (stage / rel).chmod(mode)
+    if fmt == "tar.gz":
+        with tarfile.open(path, "w:gz") as t:
+            for rel in members:
+                t.add(stage / rel, arcname=rel)
+    else:   # tar.zst, as the Lean releases ship it
+        subprocess.run(["tar", "--zstd", "-cf", str(path), "-C", str(stage), *members], check=True)
+    return path
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _lean_spec(static_server, tmp_path):
+    """A fake elan tarball and a fake Lean v4.24.0 archive (real names and layouts) on a loopback server."""
+    root, base = static_server
+    init = "#!/bin/sh\nmkdir -p \"$ELAN_HOME/bin\"\necho \"$@\" > \"$ELAN_HOME/init_args\"\n"
+    elan = _tar(root / "elan-x86_64-unknown-linux-gnu.tar.gz", {"elan-init": (init, 0o755)}, "tar.gz")
+    lean = _tar(root / "lean-4.24.0-linux.tar.zst",
+                {"lean-4.24.0-linux/bin/lean": ("#!/bin/sh\n", 0o755),
+                 "lean-4.24.0-linux/bin/lake": ("#!/bin/sh\n", 0o755),
+                 "lean-4.24.0-linux/lib/lean/Init.olean": ("", 0o644)}, "tar.zst")
+    return {"toolchain": "leanprover/lean4:v4.24.0", "home": str(tmp_path / "elan"),
+            "elan": {"url": f"{base}/{elan.name}", "sha256": _sha(elan)},
+            "toolchain_archive": {"url": f"{base}/{lean.name}", "sha256": _sha(lean)},
+            "header": ml.HEADER}
+
+
+def _fake_lean(home, calls):
+    """A stand-in for `lake` with the real `lean --json` output format (one JSON object per line, the
+    field layout Lean >= 4.19 prints): each theorem is checked by MiniLean; a failed one gets Lean's
+    error on its proof line and, as Lean does after error recovery, sorryAx among its axioms."""
+    import json
+    import re
+
+    def run(cmd, cwd=None, env=None, capture_output=True, text=True, timeout=None):
+        calls.append(cmd)
+        assert env["ELAN_HOME"] == str(home) and env["PATH"].startswith(str(home / "bin"))
+        if cmd[:2] != ["lake", "env"]:
+            return subprocess.CompletedProcess(cmd, 0, "", "")
+        assert cmd[2:4] == ["lean", "--json"]
+        lines, out, start = Path(cmd[4]).read_text().split("\n"), [], None
+        for no, line in enumerate(lines, 1):
+            if line.startswith("theorem"):
+                start = no
+            m = re.match(r"#print axioms (\S+)", line)
+            if m:
+                body = "\n".join(lines[start - 1:no - 1])
+                proof = body.split(":= by", 1)[1].strip()
+                ok = ml.check(ml.parse_theorem(body), proof)
+                msg = {"severity": "error", "pos": {"line": no - 1, "column": 2}, "kind": "[anonymous]",
+                       "keepFullRange": False, "fileName": cmd[4], "endPos": {"line": no - 1, "column": 11},
+                       "data": "linarith failed to find a contradiction", "caption": ""}
+                axioms = "[propext, " + ("" if ok else "sorryAx, ") + "Classical.choice, Quot.sound]"
+                out += [] if ok else [json.dumps(msg, separators=(",", ":"))]
+                out.append(json.dumps({"severity": "information", "pos": {"line": no, "column": 0},
+                                       "kind": "[anonymous]", "keepFullRange": False, "fileName": cmd[4],
+                                       "endPos": {"line": no, "column": 6},
+                                       "data": f"'{m.group(1)}' depends on axioms: {axioms}", "caption": ""},
+                                      separators=(",", ":")))
+        return subprocess.CompletedProcess(cmd, 0, "\n".join(out) + "\n", "")
+    return run
+
+
+def test_lean_toolchain_install_from_a_loopback_server(static_server, tmp_path):
+    """elan and the pinned toolchain downloaded by sha256 and unpacked in elan's layout; the
+    project's lean-toolchain checked; Mathlib's cache fetched; the self-check run. Stops short of
+    executing real elan-init / lean (fake scripts in the real archive layout)."""
+    from iclr26.core.errors import ConfigError
+    from iclr26.papers.evolprover import lean_tools
+
+    lean = _lean_spec(static_server, tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "lean-toolchain").write_text("leanprover/lean4:v4.24.0\n")
+    home, calls = Path(lean["home"]), []
+    info = lean_tools.setup(lean, project, log=lambda m: None, runner=_fake_lean(home, calls))
+    tc = home / "toolchains" / "leanprover--lean4---v4.24.0"
+    assert (tc / "bin" / "lean").stat().st_mode & 0o111 and (tc / "lib" / "lean" / "Init.olean").exists()
+    assert (home / "init_args").read_text().split() == ["-y", "--no-modify-path", "--default-toolchain", "none"]
+    assert info["project_toolchain"] == "leanprover/lean4:v4.24.0"
+    assert info["archive_sha256"] == lean["toolchain_archive"]["sha256"]
+    assert calls[0] == ["lake", "exe", "cache", "get"] and calls[-1][:4] == ["lake", "env", "lean", "--json"]
+    # a wrong digest, a project on another toolchain, an unpinned toolchain: one line each
+    bad = {**lean, "home": str(tmp_path / "elan2"),
+           "toolchain_archive": {**lean["toolchain_archive"], "sha256": "0" * 64}}
+    with pytest.raises(DataError, match="sha256 mismatch"):
+        lean_tools.install(bad, Path(bad["home"]), Path(bad["home"]) / "dl", log=lambda m: None)
+    (project / "lean-toolchain").write_text("leanprover/lean4:v4.9.0\n")
+    with pytest.raises(DataError, match="lean-toolchain names"):
+        lean_tools.project_toolchain(project, lean)
+    with pytest.raises(ConfigError, match="not a pinned release"):
+        lean_tools.install({**lean, "toolchain": "leanprover/lean4:stable"}, home, home / "dl")
+    assert lean_tools.pin_problems(lean) == []
+    assert len(lean_tools.pin_problems({**lean, "toolchain": "leanprover/lean4:v4.9.0", "elan": {"url": "x"}})) == 2
+    # a Lean that accepts everything fails the self-check at acquire, not as pass@k later
+    (project / "lean-toolchain").write_text("leanprover/lean4:v4.24.0\n")
+
+    import json
+
+    def lenient(cmd, **kw):
+        if cmd[:2] != ["lake", "env"]:
+            return subprocess.CompletedProcess(cmd, 0, "", "")
+        names = [ln.split()[-1] for ln in Path(cmd[4]).read_text().splitlines() if ln.startswith("#print axioms")]
+        text = "\n".join(json.dumps({"severity": "information", "pos": {"line": i, "column": 0},
+                                     "data": f"'{n}' depends on axioms: [propext]"}) for i, n in enumerate(names))
+        return subprocess.CompletedProcess(cmd, 0, text, "")
+    with pytest.raises(DataError, match="self-check"):
+        lean_tools.setup(lean, project, log=lambda m: None, runner=lenient)
+
+
+# verbatim-format `lake env lean --json` lines (the field layout of Lean >= 4.19 as recorded in
+# public projects): a sorry warning, an error, axioms with and without sorryAx, a crash note
+REAL_LEAN_JSON = (
+    '{"severity":"warning","pos":{"line":9,"column":8},"kind":"hasSorry","keepFullRange":false,"isSilent":false,'
+    '"fileName":"/w/p.lean","endPos":{"line":9,"column":12},"data":"declaration uses \'sorry\'","caption":""}\n'
+    '{"severity":"information","pos":{"line":11,"column":0},"kind":"[anonymous]","keepFullRange":false,'
+    '"fileName":"/w/p.lean","endPos":{"line":11,"column":6},"data":"\'t_p0\' depends on axioms: [sorryAx]",'
+    '"caption":""}\n'
+    '{"severity":"error","pos":{"line":14,"column":2},"kind":"[anonymous]","keepFullRange":false,"isSilent":false,'
+    '"fileName":"/w/p.lean","endPos":{"line":14,"column":11},'
+    '"data":"linarith failed to find a contradiction\\ncase a\\n'
+    'a b : ℝ\\na✝ : 2 * a * b > a ^ 2 + b ^ 2\\n⊢ False failed","caption":""}\n'
+    '{"severity":"information","pos":{"line":15,"column":0},"kind":"[anonymous]","keepFullRange":false,'
+    '"fileName":"/w/p.lean","endPos":{"line":15,"column":6},"data":"\'t_p1\' depends on axioms: [propext, sorryAx, '
+    'Classical.choice, Quot.sound]","caption":""}\n'
+    '{"caption":"","data":"\'t_p2\' depends on axioms: [propext, Classical.choice, Quot.sound]","endPos":{"column":6,'
+    '"line":19},"fileName":"/w/p.lean","isSilent":false,"keepFullRange":false,"kind":"[anonymous]","pos":{"column":0,'
+    '"line":19},"severity":"information"}\n'
+    'Stack overflow detected. Aborting.\n')
+
+
+def test_lean_checker_command_file_and_output_parsing(tmp_path):
+    """The verifier's file (header, theorem per sample, #print axioms), its command line, and the
+    verdicts read from Lean's JSON messages: only a theorem with no error / sorry on its lines and an
+    axioms answer without sorryAx passes; an unanswered one (Lean stopped) fails."""
+    from iclr26.papers.evolprover import lean_tools
+
+    statement = "theorem t (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by sorry"
+    proofs = ["sorry", "linarith", "nlinarith [sq_nonneg (a - b)]", "nlinarith [sq_nonneg (a - b), sq_nonneg (a + b)]"]
+    text, spans = lean_tools.proof_file(ml.HEADER, statement, proofs, "t")
+    lines = text.split("\n")
+    assert lines[:len(ml.HEADER.rstrip().split("\n"))] == ml.HEADER.rstrip().split("\n")
+    assert [s["name"] for s in spans] == ["t_p0", "t_p1", "t_p2", "t_p3"]
+    assert [(s["first"], s["last"], s["axioms_line"]) for s in spans][:3] == [(7, 8, 9), (11, 12, 13), (15, 16, 17)]
+    assert lines[spans[2]["first"] - 1] == "theorem t_p2 (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by"
+    assert lines[spans[2]["axioms_line"] - 1] == "#print axioms t_p2" and "sorry" not in lines[spans[2]["last"] - 1]
+    assert lean_tools.check_command(Path("/w/p.lean")) == ["lake", "env", "lean", "--json", "/w/p.lean"]
+    msgs = lean_tools.parse_messages(REAL_LEAN_JSON)
+    assert len(msgs) == 5 and msgs[2]["severity"] == "error"
+    spans = [{"name": f"t_p{i}", "first": 4 * i + 8, "last": 4 * i + 9, "axioms_line": 4 * i + 11} for i in range(4)]
+    assert lean_tools.verdicts(msgs, spans) == [False, False, True, False]   # t_p3: Lean never answered (crash)
+    assert lean_tools.verdicts(msgs, spans, ["x", "x", "exact?  -- sorry", "x"]) == [False, False, False, False]
+    # the whole step through a stand-in `lake` (MiniLean decides, Lean's output format)
+    home, calls = tmp_path / "elan", []
+    got = lean_tools.check_problems([{"name": "t", "lean": ml.HEADER + statement, "proofs": proofs + [proofs[2]]}],
+                                    tmp_path, home, tmp_path / "work", ml.HEADER, workers=2,
+                                    runner=_fake_lean(home, calls))
+    assert got == [[False, False, True, True, True]] and len(calls) == 1   # one Lean process per problem
+
+
+def test_full_config_pins_the_lean_toolchain_statically():
+    """The composed full-scale config: the toolchain is a release tag, elan and the archive carry a
+    url and a 64-hex sha256 (the preflight's url walk sees them under data.minif2f), eval checks
+    with real Lean in MiniF2F's project."""
+    from iclr26.core.config import compose_job_config
+    from iclr26.core.preflight import external_sources
+    from iclr26.papers.evolprover import lean_tools
+
+    cfg = compose_job_config("evolprover", "full", (), None)
+    pins = cfg["data"]["minif2f"]["lean"]
+    assert lean_tools.pin_problems(pins) == [] and cfg["eval"]["checker"] == "lean"
+    assert cfg["lean"]["project_dataset"] == "minif2f" and cfg["data"]["minif2f"]["lean_project"]
+    urls = {s["id"]: s["problem"] for s in external_sources(cfg) if s["kind"] == "url"}
+    assert urls == {pins["elan"]["url"]: None, pins["toolchain_archive"]["url"]: None}

@@ -14,5 +14,5 @@ PAPER = Paper(
     figures=("pass_at_k.png",),
     stage_module="iclr26.papers.evolprover.stages",
     gpu_stages=("train", "evaluate"),
-    data_reads=("evolve", "model"),
+    data_reads=("evolve", "model", "lean"),   # lean: the checker's home and header (MiniF2F's acquire installs Lean)
 )

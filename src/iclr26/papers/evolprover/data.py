@@ -35,13 +35,15 @@ is_test = evol.is_test
 
 
 def draw(n: int, seed: int, families, test: bool, fraction: float) -> list[tuple]:
-    """n seed-generator problems of one partition (train or test)."""
-    out, size = [], n * 2
-    while len(out) < n:
-        pool = evol.seed_pool(size, seed, list(families))
-        out = [x for x in pool if is_test(x[0], fraction) == test]
-        size *= 2
-    return out[:n]
+    """The first n seed-generator problems of one partition (train or test), in the generator's
+    order (drawn lazily: no problem beyond the n-th of the partition is generated or checked)."""
+    out = []
+    for item in evol.seed_stream(seed, list(families)):
+        if is_test(item[0], fraction) == test:
+            out.append(item)
+            if len(out) == n:
+                break
+    return out
 
 
 def _write_lean(path: Path, st: ml.Statement) -> None:
@@ -85,7 +87,8 @@ def write_tiny(dataset: str, spec: dict, out_dir: Path) -> dict:
         rows = draw(spec["n_seed_problems"], seed, INEQ, True, frac)
         files: dict = {}
         for i, (st, proof, fam) in enumerate(rows):
-            for subset, item in (("seed", (st, proof)), ("type1", evol.type_one(st, proof)),
+            type1 = evol.type_one(st, proof, spec.get("type1_fresh", "new"))
+            for subset, item in (("seed", (st, proof)), ("type1", type1),
                                  ("type2", evol.type_two(st, proof))):
                 got = item and evol.verified(item[0], item[1], f"{fam}_p{i}_{subset}")
                 if got:
@@ -167,6 +170,8 @@ def git_checkout(spec: dict, out_dir: Path, log=print) -> dict:
     for extra in spec.get("files", []):
         (out_dir / extra).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(work / extra, out_dir / extra)
+    if spec.get("lean_project"):   # the whole checkout is the Lake project proofs are checked in
+        shutil.copytree(work, out_dir / "project", ignore=shutil.ignore_patterns(".git"), dirs_exist_ok=True)
     shutil.rmtree(work)
     files = sorted(dest.rglob("*.lean"))
     log(f"{spec['git']} @ {spec['commit'][:12]}: {len(files)} files under {spec['folder']}")

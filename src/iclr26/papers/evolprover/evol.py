@@ -112,11 +112,12 @@ def _binders(names: list[str], goal: list[ml.Rel]) -> list:
     return [(tuple(n for n in names if n in used), "ℝ")]
 
 
-def seed_pool(n: int, seed: int, families: list[str]) -> list[tuple[ml.Statement, str, str]]:
-    """n distinct (statement, proof, family), every proof kernel-checked; distinct by goal text."""
+def seed_stream(seed: int, families: list[str], limit: int = 10**7):
+    """Distinct (statement, proof, family) in the generator's order, every proof kernel-checked;
+    distinct by goal text. Its first n items are seed_pool(n, ...)."""
     rng = np.random.default_rng(seed)
-    out, seen, i = [], set(), 0
-    while len(out) < n:
+    seen, i = set(), 0
+    while i < limit:
         family = families[i % len(families)]
         st, proof = make_seed(rng, i, family)
         i += 1
@@ -124,10 +125,14 @@ def seed_pool(n: int, seed: int, families: list[str]) -> list[tuple[ml.Statement
         if key in seen or not ml.check(st, proof):
             continue
         seen.add(key)
-        out.append((st, proof, family))
-        if i > 50 * n:
-            raise RuntimeError("seed generator cannot find enough distinct problems")
-    return out
+        yield st, proof, family
+    raise RuntimeError("seed generator cannot find enough distinct problems")
+
+
+def seed_pool(n: int, seed: int, families: list[str]) -> list[tuple[ml.Statement, str, str]]:
+    """n distinct (statement, proof, family), every proof kernel-checked; distinct by goal text."""
+    stream = seed_stream(seed, families, limit=50 * n + 1)
+    return [next(stream) for _ in range(n)]
 
 
 # ----------------------------------------------------------------------------- program transformations
@@ -277,12 +282,15 @@ def difficulty_variant(st: ml.Statement, proof: str, delta: int, rng) -> tuple[m
             _map_proof(proof, one))
 
 
-def type_one(st: ml.Statement, proof: str) -> tuple[ml.Statement, str] | None:
-    """Ineq-Comp Type I: the inequality twice, the copy over fresh variables, added."""
+def type_one(st: ml.Statement, proof: str, fresh: str = "new") -> tuple[ml.Statement, str] | None:
+    """Ineq-Comp Type I: the inequality twice, the copy over fresh variables, added. fresh "new":
+    the copy's variables are letters no seed uses (p, q, r, ...); "corpus": the seed corpus's own
+    variable names the statement does not use (a, b, c, x, y, z), then new letters."""
     if len(st.goal) != 1 or st.goal[0].op not in ("≤", "≥"):
         return None
     old = [n for names, _ in st.binders for n in names]
-    copy_st, copy_proof = rename(st, proof, dict(zip(old, FRESH)))
+    pool = FRESH if fresh == "new" else tuple(n for n in NAMES if n not in old) + FRESH
+    copy_st, copy_proof = rename(st, proof, dict(zip(old, pool)))
     a, b = st.goal[0], copy_st.goal[0]
     if a.op != b.op:
         return None

@@ -9,9 +9,10 @@ A proof passes, as in FormalMATH's and DeepSeek-Prover's evaluation, iff the res
 error message, no sorry, and no "declaration uses 'sorry'" warning.
 
 This is a minimal client of the raw protocol (what LeanInteract and the Kimina server wrap), so
-that the exact bytes sent and read are tested offline against a stand-in process; LeanInteract
-(envs/lean.yaml) is the pinned tool that installs the toolchain and builds the REPL on the node.
-A REPL that dies or exceeds `timeout` is restarted; that proof counts as failed.
+that the exact bytes sent and read are tested offline against a stand-in process. It is the
+alternative checker (eval.checker lean_repl: a REPL built inside the benchmark's Lake project);
+the full scale checks with `lake env lean --json` (lean_tools.py), which also installs the pinned
+toolchain. A REPL that dies or exceeds `timeout` is restarted; that proof counts as failed.
 """
 from __future__ import annotations
 
@@ -136,7 +137,3 @@ HEADER_LINE = re.compile(r"^\s*(import|set_option|open)\b.*$", re.M)
 def strip_header(text: str) -> str:
     return HEADER_LINE.sub("", text).strip() + "\n"
 
-
-def repl_command(cfg: dict) -> list[str]:
-    """`lake env <repl binary>` inside the Mathlib project (lean.project), as LeanInteract runs it."""
-    return ["lake", "env", os.path.join(cfg["repl_dir"], ".lake", "build", "bin", "repl")]

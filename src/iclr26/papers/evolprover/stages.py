@@ -2,15 +2,18 @@
 difficulty, then fine-tuning a whole-proof prover on the evolved data.
 
     acquire   tiny: the seed generator's problems written in the real layouts (data.write_tiny);
-              full: MiniF2F (git, pinned commit and tree), FormalMATH-Lite and Lean-Workbook (hub
-              files at pinned commits); the prover's hub snapshot
+              full: MiniF2F (git, pinned commit and tree; its whole checkout is the Lake project:
+              elan + the pinned Lean toolchain by sha256 and Mathlib's cache, lean_tools.setup),
+              Ineq-Comp (git), FormalMATH-Lite and Lean-Workbook (hub files at pinned commits); the
+              prover's hub snapshot
     prepare   every Lean statement parsed (minilean.parse_theorem, the same parser at both scales);
               seeds: the evolutions (evol.evolve: EvolDomain, EvolDifficulty, then EvolAST on the
               seeds and the verified outputs), each kept only if its proof checks
     train     one prover per (arm, seed) on the arm's training set, the same optimizer steps for
               every arm (compute-matched)
-    evaluate  n sampled proofs per test problem, each checked (tiny: the MiniLean kernel; full: the
-              Lean REPL, lean_repl.py), pass@k by the unbiased estimator, per benchmark
+    evaluate  n sampled proofs per test problem, each checked (tiny: the MiniLean kernel; full: real
+              Lean, `lake env lean --json` in MiniF2F's Lake project, lean_tools.py), pass@k by the
+              unbiased estimator, per benchmark
 
 Arms (the table's rows): seed_only; seed + EvolAST; seed + EvolDomain; seed + EvolDifficulty;
 evol_all (the pipeline); data_matched (as many training problems as evol_all, all drawn from the
@@ -37,6 +40,10 @@ def acquire(job) -> dict:
     if spec["source"] == "synthetic":
         return {"source": "synthetic", **data.write_tiny(job.dataset, spec, job.out_dir)}
     info = data.acquire_full(job.dataset, spec, job.out_dir, job.log)
+    if spec.get("lean_project"):   # the benchmark's Lake project: elan, the pinned toolchain, Mathlib
+        from . import lean_tools
+
+        info["lean"] = lean_tools.setup({**job.cfg["lean"], **spec["lean"]}, job.out_dir / "project", job.log)
     if job.dataset == "seeds" and not Path(job.cfg["model"]["source"]).exists():
         from iclr26.core.acquire import snapshot_model
 
@@ -207,22 +214,54 @@ def benchmarks(job) -> dict[str, list[dict]]:
     return {b: rows[:limit] if limit else rows for b, rows in out.items()}
 
 
-def make_checker(cfg: dict):
-    """(key, lean statement, proof) -> bool: the MiniLean kernel (tiny) or the Lean REPL (full)."""
-    if cfg["eval"]["checker"] == "minilean":
-        cache = prover.Checker()
-        return lambda key, lean, proof: cache(key, ml.parse_theorem(lean), proof)
-    from .lean_repl import LeanRepl
+def count_correct(job, rows: list[dict], proofs: list[list[str]], key: str) -> list[int]:
+    """Checked proofs per problem: the MiniLean kernel (tiny, eval.checker minilean), real Lean
+    (full, eval.checker lean: `lake env lean --json` over one file per problem in the benchmark's
+    Lake project, a pool of lean.workers processes; lean_tools), or the Lean REPL (lean_repl)."""
+    cfg = job.cfg
+    checker = cfg["eval"]["checker"]
+    if checker == "minilean":
+        cache = _kernel_cache
+        return [sum(bool(cache(r["name"], r["lean"], p)) for p in ps) for r, ps in zip(rows, proofs)]
+    lean = cfg["lean"]
+    if checker == "lean":
+        from . import lean_tools
 
-    repl = LeanRepl(cfg["lean"]["command"], cwd=cfg["lean"].get("project"), timeout=cfg["lean"]["timeout_s"],
-                    header=ml.HEADER)
-    return lambda key, lean, proof: repl.check_proof(lean, proof)
+        got = lean_tools.check_problems(
+            [{"name": r["name"], "lean": r["lean"], "proofs": ps} for r, ps in zip(rows, proofs)],
+            job.raw_dir(lean["project_dataset"]) / "project", Path(lean["home"]), job.out_dir / "lean_files" / key,
+            lean["header"], lean["workers"], lean["timeout_s"])
+        return [sum(g) for g in got]
+    if checker == "lean_repl":
+        from .lean_repl import LeanRepl
+
+        with LeanRepl(lean["command"], cwd=str(job.raw_dir(lean["project_dataset"]) / "project"),
+                      timeout=lean["timeout_s"], header=lean["header"]) as repl:
+            return [sum(repl.check_proof(r["lean"], p) for p in ps) for r, ps in zip(rows, proofs)]
+    raise ValueError(f"eval.checker must be minilean, lean or lean_repl, got {checker!r}")
+
+
+class _KernelCache:
+    """MiniLean over (problem, proof): the parsed statement and each distinct proof's verdict are
+    kept for the whole job (samples repeat within a problem and across seeds)."""
+
+    def __init__(self):
+        self.statements: dict = {}
+        self.check = prover.Checker()
+
+    def __call__(self, name: str, lean: str, proof: str) -> bool:
+        st = self.statements.get(lean)
+        if st is None:
+            st = self.statements[lean] = ml.parse_theorem(lean)
+        return self.check(name + "\0" + lean, st, proof)
+
+
+_kernel_cache = _KernelCache()
 
 
 def evaluate(job) -> dict:
     cfg, ev = job.cfg, job.cfg["eval"]
     benches = benchmarks(job)
-    check = make_checker(cfg)
     ks = sorted({int(k) for k in ev["k"]} | {int(ev["n_samples"])})
     loaded = {}
 
@@ -236,7 +275,7 @@ def evaluate(job) -> dict:
         prompts = [_texts(cfg, {**r, "proof": ""})[0] for r in rows]
         proofs = prover.sample_proofs(model, tokenizer, prompts, ev["n_samples"], ev["max_new_tokens"],
                                       ev["temperature"], seed * 1000 + sorted(benches).index(bench), ev["batch_size"])
-        correct = [sum(bool(check(r["name"], r["lean"], p)) for p in ps) for r, ps in zip(rows, proofs)]
+        correct = count_correct(job, rows, proofs, key)
         return {"correct": correct, "n": ev["n_samples"]}
 
     keys = [f"s{s}_{b}" for s in job.seeds for b in benches]
