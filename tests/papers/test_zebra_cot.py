@@ -146,13 +146,107 @@ def test_fed_image_accuracy_is_the_greedy_drawing_after_the_gold_prefix():
     assert 0 < np.mean(greedy) < 1 and abs(fed - np.mean(greedy)) <= 1 / len(greedy) + 1e-9
 
 
+def tiny_anole(path, rows, n_codes: int = 16):
+    """A Chameleon-architecture model (Anole's) small enough for a test, saved with its processor by
+    save_pretrained: a word-level tokenizer over the rows' words, the image-start/end and image
+    tokens named as Chameleon's vocabulary map names them (IMGIMG<digits as letters>Z), and a VQ-VAE
+    that turns a 32 x 32 picture into 4 x 4 = 16 codes."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (
+        ChameleonConfig,
+        ChameleonForConditionalGeneration,
+        ChameleonImageProcessor,
+        ChameleonProcessor,
+        PreTrainedTokenizerFast,
+    )
+
+    image_names = ["IMGIMG" + "".join(chr(ord("A") + int(d)) for d in str(i)) + "Z" for i in range(n_codes)]
+    specials = ["<unk>", "<s>", "</s>", "<pad>", "<image>", "<racm3:break>", "<eoss>"]
+    pre = pre_tokenizers.Whitespace()
+    texts = [t for r in rows for t in (r["Question"], r["Text Reasoning Trace"])]
+    texts.append("ANSWER: " + " ".join(map(str, range(13))))
+    words = sorted({w for t in texts for w, _ in pre.pre_tokenize_str(t)} - set(specials))
+    vocab = {w: i for i, w in enumerate(specials + image_names + words)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                        unk_token="<unk>")
+    processor = ChameleonProcessor(image_processor=ChameleonImageProcessor(size={"shortest_edge": 32},
+                                                                           crop_size={"height": 32, "width": 32}),
+                                   tokenizer=tokenizer, image_seq_length=16)
+    config = ChameleonConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                             num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+                             pad_token_id=3, bos_token_id=1, eos_token_id=2, vocabulary_map=vocab,
+                             vq_config={"embed_dim": 8, "num_embeddings": n_codes, "latent_channels": 32,
+                                        "resolution": 32, "base_channels": 32, "channel_multiplier": [1, 1, 1, 1],
+                                        "num_res_blocks": 1})
+    ChameleonForConditionalGeneration(config).save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_anole_loss_trains_and_draws_image_tokens(tmp_path):
+    """The full-scale model path on a saved Chameleon: pictures become VQ-VAE codes between the
+    image-start/end ids; the stock forward masks image-token logits (it cannot draw), InterleavedLM
+    does not; the loss counts image-token targets, and LoRA adapters behind activation checkpointing
+    get gradients."""
+    import torch
+
+    from iclr26.papers.zebra_cot import anole
+
+    rows = data.generate({"grid": [3, 4], "n_ops": 2, "n_objects": [2, 8], "cell_px": 16}, 4, seed=0)
+    spec = {"source": str(tiny_anole(tmp_path / "anole", rows)), "kind": "anole", "dtype": "float32"}
+    processor = anole.processor_of(spec)
+    lm = anole.load(spec, 0, "cpu")
+    ex = anole.encode_rows(rows, lm, processor, log=lambda *a: None)
+    image_ids = set(lm.lm.model.vocabulary_mapping.image_tokens)
+    step = ex[0]["steps"][0]["image"]
+    assert step[0] == processor.image_start_token_id and step[-1] == processor.image_end_token_id
+    assert len(step) == 18 and set(step[1:-1]) <= image_ids                      # 16 codes as BPE ids
+    prompt, target = tokens.target(ex[0], "interleaved")
+    ids = torch.tensor([prompt + target])
+    with torch.no_grad():
+        stock = lm.lm(input_ids=ids).logits[0, -1, sorted(image_ids)]
+        ours = lm(input_ids=ids).logits[0, -1, sorted(image_ids)]
+    assert (stock <= torch.finfo(stock.dtype).min / 2).all() and torch.isfinite(ours).all()
+    with torch.no_grad():   # image tokens are targets: ignoring them changes the loss
+        mask = torch.ones_like(ids)
+        full = anole.interleaved_loss(lm, ids, mask, [len(prompt)])
+        text_only = ids.clone()
+        text_only[0, [i for i, t in enumerate(ids[0].tolist()) if t in image_ids]] = -1
+        logits = lm(input_ids=ids).logits[0, :-1]
+        labels = ids[0, 1:].clone()
+        labels[: len(prompt) - 1] = -100
+        labels[text_only[0, 1:] == -1] = -100
+        text_loss = torch.nn.functional.cross_entropy(logits, labels, ignore_index=-100)
+        assert abs(float(full) - float(text_loss)) > 1e-4
+    tcfg = {"steps": 2, "batch_size": 4, "micro_batch_size": 2, "lr": 1e-2, "warmup": 1,
+            "activation_checkpointing": True, "lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}}
+    tuned = anole.load(spec, 0, "cpu", tcfg)
+    seqs, starts = [], []
+    for e in ex:
+        p, t = tokens.target(e, "interleaved")
+        seqs.append(p + t + [processor.tokenizer.eos_token_id])
+        starts.append(len(p))
+    losses = anole.train(tuned, seqs, starts, processor.tokenizer.pad_token_id, tcfg, seed=0)
+    assert len(losses) == 2 and all(np.isfinite(losses))
+    lora_b = [p for n, p in tuned.lm.named_parameters() if "lora_B" in n]
+    assert lora_b and all(float(p.detach().abs().sum()) > 0 for p in lora_b)   # zero-initialised, then trained
+    assert not any(p.requires_grad for n, p in tuned.lm.named_parameters() if "lora_" not in n)
+    tok = anole.tokenizer_of(spec, processor)
+    parsed = tok.parse_output(ex[0]["steps"][0]["text"] + step + ex[0]["answer"] + [tok.eos_token_id])
+    assert parsed == {"answer": rows[0]["Final Answer"], "images": [step[1:-1]]}
+
+
 @pytest.mark.filterwarnings("ignore")
 def test_full_scale_path_offline(workdir, static_server):
     """scale=full against a loopback hub: two configs' parquet shards (real column names, images as
     {bytes, path} structs, non-square pictures, more reasoning images than tiny) are streamed at the
     pinned commit and checked against their sha256 (one config listed through the hub's tree API,
     whose LFS oid is the sha256; the other given in data.counting.shards), split by the hash,
-    tokenized, and every arm trains and decodes."""
+    tokenized by a saved Chameleon (Anole's architecture: its tokenizer and VQ-VAE), and every arm
+    fine-tunes it (LoRA, the interleaved loss) and decodes."""
     import json
     from urllib.parse import quote
 
@@ -182,22 +276,25 @@ def test_full_scale_path_offline(workdir, static_server):
         else:
             given.append(f'{{path:"{path}",sha256:"{sha}"}}')
     assert quote(configs[0], safe="")   # the listing URL quotes the config name; the server unquotes it
-    overrides = ["device=cpu", "threads=1", f"data.counting.endpoint={base}",
+    model_dir = tiny_anole(workdir / "tiny_anole", data.generate({"grid": [3, 4], "n_ops": 3, "n_objects": [2, 8],
+                                                                  "cell_px": 16}, 40, seed=9))
+    overrides = ["device=cpu", "threads=1", f"data.counting.endpoint={base}", f"model.source={model_dir}",
+                 "model.dtype=float32", "train.lora={r: 4, alpha: 8, target_modules: [q_proj, v_proj]}",
                  f"data.counting.configs=[{','.join(repr(c) for c in configs)}]".replace("'", '"'),
                  f"data.counting.shards=[{','.join(given)}]", "data.counting.test_fraction=0.2",
                  "data.counting.max_train_per_config=20", "data.counting.max_test_per_config=4",
                  "image_tokenizer.patches=4", "image_tokenizer.codebook=8", "image_tokenizer.fit_rows=10",
-                 "model.config.hidden_size=16", "model.config.num_hidden_layers=1", "model.config.intermediate_size=32",
-                 "model.config.num_attention_heads=2", "model.config.num_key_value_heads=2",
-                 "train.steps=3", "train.batch_size=4", "train.warmup=1", "eval.max_new_tokens=8", "eval.n_test=6"]
+                 "train.steps=2", "train.batch_size=4", "train.micro_batch_size=2", "train.warmup=1",
+                 "train.max_length=400", "eval.max_new_tokens=8", "eval.n_test=6", "eval.batch_size=8"]
     records = pd.DataFrame(load_records(run_paper("zebra_cot", "full", overrides, seeds=[0, 1, 2],   # 3: claim tests
-                                                  methods=["lookup", "text_cot", "interleaved"])))
-    assert set(records["method"]) == {"lookup", "text_cot", "interleaved"}
+                                                  methods=["lookup", "text_trace", "interleaved"])))
+    assert set(records["method"]) == {"lookup", "text_trace", "interleaved"}
     assert sorted(records[records["method"] == "interleaved"]["k"].unique()) == [0, 1, 2]   # Q, 1MT, 2MT
     assert records["accuracy"].between(0, 1).all()
     inter = records[records["method"] == "interleaved"]
     assert inter["fed_image_acc"].between(0, 1).all() and inter["gate_margin"].notna().all()
-    assert inter["supervised_tokens"].ge(records[records["method"] == "text_cot"]["supervised_tokens"].max()).all()
+    text = records[records["method"] == "text_trace"]
+    assert inter["supervised_tokens"].ge(text["supervised_tokens"].max() + 36).all()   # >= 2 images of 18 tokens
     test_rows = data.read_parquet(workdir / "data/full/zebra_cot/raw/counting/test.parquet")
     assert {r["config"] for r in test_rows} <= set(configs) and 0 < len(test_rows) <= 8
     val_rows = data.read_parquet(workdir / "data/full/zebra_cot/raw/counting/val.parquet")

@@ -22,6 +22,6 @@ PAPER = Paper(
     figures=("scaffolding.png",),
     stage_module="iclr26.papers.zebra_cot.stages",
     gpu_stages=("train",),
-    data_reads=("image_tokenizer",),
+    data_reads=("image_tokenizer", "model"),   # model: full-scale acquire snapshots the pinned Anole
     training_free=("majority", "lookup"),   # answer baselines computed in prepare (stages.baselines)
 )

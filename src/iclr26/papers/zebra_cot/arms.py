@@ -13,6 +13,14 @@ import numpy as np
 from . import tokens
 
 
+def gate_margin(fed_image_acc: float, k0_acc: float, need_image: float, need_k0: float) -> float:
+    """One model's learnability-gate margin: the smaller of (a) its per-step image accuracy with the
+    gold steps fed minus `need_image` and (b) its own-chain (k = 0) accuracy minus `need_k0` (the
+    question-only lookup + gate.k0_over_lookup). The model passes when the margin is above 0; a
+    design passes when every seed's model does (tune.py; the claims' precondition, test every_seed)."""
+    return float(min(fed_image_acc - need_image, k0_acc - need_k0))
+
+
 def seq_len(ex: dict) -> int:
     return max(sum(map(len, tokens.target(ex, arm))) + 1 for arm in tokens.ARMS)
 
@@ -33,8 +41,12 @@ def decode(model, tok, examples: list[dict], arm: str, given, cfg: dict) -> dict
                        batch_size=int(ecfg["batch_size"]))
     correct, steps_ok = [], []
     for ex, k, out in zip(examples, ks, gen.tokens):
-        parsed = tokens.parse([w for w in tok.convert_ids_to_tokens(out) if w != tok.eos_token])
-        correct.append(parsed["answer"] == " ".join(ex["answer"][2:]))
+        if hasattr(tok, "parse_output"):   # Anole token ids (anole.IdTokenizer)
+            parsed, gold_answer = tok.parse_output(out), tok.answer_text(ex)
+        else:
+            parsed = tokens.parse([w for w in tok.convert_ids_to_tokens(out) if w != tok.eos_token])
+            gold_answer = " ".join(ex["answer"][2:])
+        correct.append(parsed["answer"] == gold_answer)
         gold = [s["image"][1:-1] for s in ex["steps"][k:]]
         if arm == "interleaved" and gold:
             steps_ok.append(np.mean([i < len(parsed["images"]) and parsed["images"][i] == g
@@ -53,7 +65,7 @@ def fed_image_acc(model, tok, examples: list[dict], cfg: dict) -> float:
     from iclr26.core.lm.model import pad_batch
 
     device = next(model.parameters()).device
-    size = int(cfg["eval"]["batch_size"])
+    size = int(cfg["eval"].get("score_batch_size") or cfg["eval"]["batch_size"])   # full logits: rows x length x vocab
     hits: list[float] = []
     for start in range(0, len(examples), size):
         chunk = examples[start:start + size]
@@ -101,10 +113,16 @@ def fit_and_eval(cfg: dict, arm: str, seed: int, train_ex: list[dict], test_ex: 
         prompt, tgt = tokens.target(ex, arm)
         seqs.append(tok.convert_tokens_to_ids(prompt + tgt) + [tok.eos_token_id])
         starts.append(len(prompt))
-    model = build_model(cfg["model"], tok, seed=seed, device=device).to(device)
-    losses = train_lm(model, seqs, starts, tok.pad_token_id, int(tcfg["steps"]), int(tcfg["batch_size"]),
-                      float(tcfg["lr"]), seed, weight_decay=float(tcfg["weight_decay"]),
-                      warmup=int(tcfg["warmup"]), log=log)
+    if cfg["model"].get("kind") == "anole":   # full scale: the paper's Anole-7B, interleaved loss (anole.py)
+        from . import anole
+
+        model = anole.load(cfg["model"], seed, device, tcfg)
+        losses = anole.train(model, seqs, starts, tok.pad_token_id, tcfg, seed, log=log)
+    else:
+        model = build_model(cfg["model"], tok, seed=seed, device=device).to(device)
+        losses = train_lm(model, seqs, starts, tok.pad_token_id, int(tcfg["steps"]), int(tcfg["batch_size"]),
+                          float(tcfg["lr"]), seed, weight_decay=float(tcfg["weight_decay"]),
+                          warmup=int(tcfg["warmup"]), log=log)
     result = {"final_loss": float(np.mean(losses[-max(1, len(losses) // 10):])), "n_train": len(kept_train),
               "n_dropped": dropped["train"] + dropped["test"],
               "tokens_per_example": float(np.mean([len(s) for s in seqs])),
