@@ -1,0 +1,248 @@
+"""Tasks, human demos, the noisy teacher, Trajectory Boost, direct distillation, and the loader.
+
+Trajectory lines follow the released per-step schema (card 11, section 2): `action`, `screenshot`,
+`thought`, `boost_responses` (9 teacher responses "thought\\n\\nAction: action", or null), plus
+`task_id`, `traj` and `step`. At tiny scale `screenshot` is "replay:<task id>:<step>": the loader
+re-renders it by replaying the trajectory's actions in MiniDesk (no image files).
+
+Boost filters are the official `postprocess/prepare.py` ones (`check_boost_response` and
+`refine_response`): drop a missing or empty response; when the human action is `finish`, drop a
+response without `finish`; drop a response containing the placeholder "(x, y)"; drop a response
+whose thought or action does not parse.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from . import minidesk as md
+
+PLACEHOLDER = ("(x, y)", "(x,y)")
+
+
+# ----------------------------------------------------------------------------- tasks
+def make_tasks(spec: dict, split: str, seed: int) -> list[dict]:
+    rng = np.random.default_rng([seed, 0 if split == "train" else 1])
+    if split == "train":
+        apps = rng.integers(0, len(md.APPS), size=spec["n_train"])
+    else:
+        apps = np.repeat(np.arange(len(md.APPS)), [spec["test_columns"][a] for a in md.APPS])
+    return [md.make_task(rng, int(a), split, i, spec["n_distractors"], spec["max_targets"]) for i, a in enumerate(apps)]
+
+
+def write_tasks(out: Path, spec: dict, seed: int) -> dict:
+    counts = {}
+    for split in ("train", "test"):
+        tasks = make_tasks(spec, split, seed)
+        (out / split).mkdir(parents=True, exist_ok=True)
+        for task in tasks:
+            (out / split / f"{task['id']}.json").write_text(json.dumps(task))
+        counts[split] = len(tasks)
+    return counts
+
+
+def read_tasks(folder: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))]
+
+
+# ----------------------------------------------------------------------------- responses
+def response(thought: str, action: str) -> str:
+    return f"{thought}\n\nAction: {action}"
+
+
+def thought_for(env: md.MiniDesk, action: str) -> str:
+    """Hindsight thought completion (the tiny stand-in for the teacher's thought): the subgoal the
+    action serves and the action's intent."""
+    goal = subgoal_of(env, action)
+    return "All requested options are on; the task is done." if goal == md.K else (
+        f"I need to turn on {md.OPTIONS[goal]}. Next: {action.split(' (')[0]}.")
+
+
+def subgoal_of(env: md.MiniDesk, action: str) -> int:
+    p = md.parse(action)
+    if p and p[0] == "click" and env.state["panel"] == md.MENU and p[1] in env.layout["items"]:
+        return env.layout["items"].index(p[1])
+    if p and p[0] == "type" and p[1] in md.OPTIONS:
+        return md.OPTIONS.index(p[1])
+    return env.subgoal()
+
+
+def split_response(text: str | None) -> tuple[str, str] | None:
+    """(thought, action) of a response (the official refine_response), None if malformed."""
+    if not text or "\n\nAction: " not in text:
+        return None
+    thought, action = text.rsplit("\n\nAction: ", 1)
+    thought, action = thought.strip(), action.strip()
+    if not thought or md.parse(action) is None:
+        return None
+    return thought, action
+
+
+def keep_boost(text: str | None, human_action: str) -> bool:
+    """The official filters (prepare.py check_boost_response, then refine_response)."""
+    if text is None:
+        return False
+    if human_action == "finish" and "finish" not in text:
+        return False
+    if any(p in text for p in PLACEHOLDER):
+        return False
+    return split_response(text) is not None
+
+
+def thought_subgoal(thought: str) -> int:
+    for k, name in enumerate(md.OPTIONS):
+        if f"turn on {name}." in thought:
+            return k
+    return md.K
+
+
+# ----------------------------------------------------------------------------- agents
+class Teacher:
+    """The scripted stand-in for Claude 3.7 Sonnet: with probability 1 - eps a uniform pick among
+    the correct next actions on any valid route; with probability eps a uniform pick among the
+    plausible wrong ones (MiniDesk.wrong_actions: wrong item, wrong cell, wrong name, early finish); with
+    probability fmt_error a malformed response (empty, or the "(x, y)" placeholder)."""
+
+    def __init__(self, eps: float, fmt_error: float, rng: np.random.Generator):
+        self.eps, self.fmt_error, self.rng = eps, fmt_error, rng
+
+    def action(self, env: md.MiniDesk) -> str:
+        correct = env.correct_actions()
+        if self.rng.random() < self.eps:
+            wrong = env.wrong_actions()
+            return wrong[int(self.rng.integers(len(wrong)))]
+        return correct[int(self.rng.integers(len(correct)))]
+
+    def respond(self, env: md.MiniDesk) -> str:
+        if self.rng.random() < self.fmt_error:
+            return "" if self.rng.random() < 0.5 else response("I will click the button.", "click (x, y)")
+        action = self.action(env)
+        return response(thought_for(env, action), action)
+
+
+def human_demo(env: md.MiniDesk, task: dict, rng, idiosyncrasy: float, max_steps: int) -> list[str]:
+    """The scripted human: the menu route only; before a step, with probability `idiosyncrasy`, a
+    harmless `wait` or `scroll (-1)`. Returns the actions (all demos succeed)."""
+    env.reset(options={"task": task})
+    actions = []
+    while len(actions) < max_steps:
+        if rng.random() < idiosyncrasy:
+            actions.append("wait" if rng.random() < 0.5 else "scroll (-1)")
+            continue
+        a = env.human_action()
+        actions.append(a)
+        if env.transition(a):
+            break
+    assert md.evaluate_task(task, env.state) == 1.0, "a human demo failed"
+    return actions
+
+
+def boosted_lines(tasks: list[dict], cfg: dict, seed: int) -> list[dict]:
+    """Human trajectories with thoughts and, at every human step, `boost.count` teacher responses
+    from that step's state (never executed: only the human action moves the env)."""
+    rng = np.random.default_rng([seed, 10])
+    teacher = Teacher(cfg["teacher"]["eps"], cfg["teacher"]["fmt_error"], np.random.default_rng([seed, 11]))
+    env, lines = md.MiniDesk(cfg["env"]["max_steps"]), []
+    for n, task in enumerate(tasks):
+        actions = human_demo(env, task, rng, cfg["human"]["idiosyncrasy"], cfg["env"]["max_steps"])
+        env.reset(options={"task": task})
+        for step, a in enumerate(actions):
+            boost = [teacher.respond(env) for _ in range(cfg["boost"]["count"])]
+            lines.append({"task_id": task["id"], "traj": n, "step": step, "action": a,
+                          "screenshot": f"replay:{task['id']}:{step}", "thought": thought_for(env, a),
+                          "boost_responses": boost})
+            env.transition(a)
+    return lines
+
+
+def distill_lines(tasks: list[dict], cfg: dict, seed: int, budget: int) -> tuple[list[dict], dict]:
+    """Direct distillation: the teacher rolled out in MiniDesk on the training tasks
+    (`distill.rollouts` per task, at most env.max_steps steps), successful trajectories kept, then
+    steps subsampled (whole trajectories' steps, uniformly) to `budget` examples."""
+    rng = np.random.default_rng([seed, 20])
+    teacher = Teacher(cfg["teacher"]["eps"], 0.0, np.random.default_rng([seed, 21]))
+    env, kept, tried, ok = md.MiniDesk(cfg["env"]["max_steps"]), [], 0, 0
+    for n, task in enumerate(tasks):
+        for r in range(cfg["distill"]["rollouts"]):
+            env.reset(options={"task": task})
+            steps, done = [], False
+            while not done and len(steps) < cfg["env"]["max_steps"]:
+                a = teacher.action(env)
+                steps.append({"task_id": task["id"], "traj": n * 1000 + r, "step": len(steps), "action": a,
+                              "screenshot": f"replay:{task['id']}:{len(steps)}", "thought": thought_for(env, a),
+                              "boost_responses": None})
+                done = env.transition(a)
+            tried += 1
+            if md.evaluate_task(task, env.state) == 1.0:
+                ok += 1
+                kept.extend(steps)
+    pick = np.sort(rng.choice(len(kept), size=min(budget, len(kept)), replace=False))
+    for i in pick:
+        kept[i]["keep"] = True
+    info = {"rollouts": tried, "teacher_train_success": ok / max(tried, 1), "steps_available": len(kept),
+            "steps_kept": int(len(pick))}
+    return kept, info
+
+
+def write_lines(path: Path, lines: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for line in lines:
+            f.write(json.dumps(line) + "\n")
+
+
+def read_lines(path: Path) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(x) for x in f]
+
+
+# ----------------------------------------------------------------------------- the loader
+def examples(lines: list[dict], tasks: dict[str, dict], use_human: bool, use_boost: bool,
+             only_kept: bool = False) -> dict[str, np.ndarray]:
+    """Training examples (as prepare.py builds them): one per human step, plus one per kept boost
+    response at that step, all sharing the step's screenshot and instruction; for distillation
+    lines, one per kept teacher step. Screenshots are re-rendered by replaying the trajectory."""
+    env = md.MiniDesk(10 ** 6)
+    obs, instr, prev, act, goal = [], [], [], [], []
+    by_traj: dict[int, list[dict]] = {}
+    for line in lines:
+        by_traj.setdefault(line["traj"], []).append(line)
+    for traj in by_traj.values():
+        traj.sort(key=lambda x: x["step"])
+        task = tasks[traj[0]["task_id"]]
+        env.reset(options={"task": task})
+        last = "none"
+        for line in traj:
+            o = env.observe()
+            targets = []
+            if use_human and (not only_kept or line.get("keep")):
+                targets.append((line["action"], line["thought"]))
+            if use_boost:
+                for text in line.get("boost_responses") or []:
+                    if keep_boost(text, line["action"]):
+                        thought, a = split_response(text)
+                        targets.append((a, thought))
+            for a, thought in targets:
+                obs.append(o)
+                instr.append(task["instruction"])
+                prev.append(prev_kind(last))
+                act.append(md.vocab_index(a))
+                goal.append(thought_subgoal(thought))
+            env.transition(line["action"])
+            last = line["action"]
+    return {"obs": np.asarray(obs, np.float32).reshape(-1, md.C, md.H, md.W), "instr": np.asarray(instr),
+            "prev": np.asarray(prev, np.int64), "action": np.asarray(act, np.int64),
+            "subgoal": np.asarray(goal, np.int64)}
+
+
+PREV_KINDS = ("none", "click", "hotkey", "type", "press", "wait", "scroll", "other")
+
+
+def prev_kind(action: str) -> int:
+    if action == "none":
+        return 0
+    p = md.parse(action)
+    kind = p[0] if p else "other"
+    return PREV_KINDS.index(kind) if kind in PREV_KINDS else len(PREV_KINDS) - 1

@@ -1,0 +1,165 @@
+"""Stages of card 11, PC Agent-E: Efficient Agent Training for Computer Use (arXiv 2505.13909).
+
+    acquire   tiny/smoke: MiniDesk tasks in OSWorld's task-JSON layout, train and held-out test
+              (the WAA-V2 columns, data.minidesk.test_columns)
+              full: the released trajectories, WAA-V2's task list, the base model (full.py)
+    prepare   per seed: the scripted human demos with thoughts and, at every human step, the
+              teacher's boost responses (human_boost.jsonl); the teacher rolled out for direct
+              distillation, successful steps subsampled to the boost arm's example count
+              (distill.jsonl); the pre-arm mechanism checks (summary.json)
+    train     human_only, distill, boost: one student per seed, the same number of SFT steps
+    evaluate  every row on the held-out tasks: success per WAA-V2 column and in total
+
+A seed draws the human demos' idiosyncrasies, the teacher's samples, the distillation rollouts and
+the student's init; the tasks are fixed (data seed), so every row is paired by seed.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from iclr26.core.io import write_json
+
+from . import data, full
+from . import minidesk as md
+
+DATASET = "minidesk"
+STUDENTS = ("human_only", "distill", "boost")
+
+
+def _spec(cfg: dict) -> dict:
+    return cfg["data"][DATASET]
+
+
+def acquire(job) -> dict:
+    if full.is_full(job.cfg):
+        return full.acquire(job)
+    spec = _spec(job.cfg)
+    return {"source": "synthetic", **data.write_tasks(job.out_dir, spec, spec["data_seed"])}
+
+
+def _tasks(job, split: str) -> list[dict]:
+    return data.read_tasks(job.raw_dir(DATASET) / split)
+
+
+def mechanism(lines: list[dict], tasks: dict[str, dict]) -> dict:
+    """Pre-arm checks: are the kept boost alternatives valid next actions (on any route) and
+    diverse, and do the human demos cover only one route?"""
+    env, kept, valid, total, distinct, search_route = md.MiniDesk(10 ** 6), 0, 0, 0, [], 0
+    by: dict[int, list[dict]] = {}
+    for line in lines:
+        by.setdefault(line["traj"], []).append(line)
+    for traj in by.values():
+        env.reset(options={"task": tasks[traj[0]["task_id"]]})
+        for line in sorted(traj, key=lambda x: x["step"]):
+            correct, alts = set(env.correct_actions()), set()
+            for text in line["boost_responses"]:
+                total += 1
+                if data.keep_boost(text, line["action"]):
+                    kept += 1
+                    a = data.split_response(text)[1]
+                    valid += a in correct
+                    alts.add(a)
+                    search_route += a.startswith(("hotkey", "type"))
+            distinct.append(len(alts - {line["action"]}))
+            env.transition(line["action"])
+    human_search = sum(x["action"].startswith(("hotkey", "type")) for x in lines)
+    return {"boost_kept_fraction": kept / total, "boost_valid_fraction": valid / max(kept, 1),
+            "boost_distinct_alternatives_per_step": float(np.mean(distinct)),
+            "boost_search_route_fraction": search_route / max(kept, 1),
+            "human_search_route_steps": int(human_search), "human_steps": len(lines)}
+
+
+def prepare(job) -> dict:
+    if full.is_full(job.cfg):
+        return full.prepare(job)
+    cfg = job.cfg
+    train_tasks = _tasks(job, "train")
+    tmap = {t["id"]: t for t in train_tasks}
+    out = {}
+    for seed in cfg["seeds"]:
+        lines = data.boosted_lines(train_tasks, cfg, seed)
+        budget = len(data.examples(lines, tmap, True, True)["action"])
+        dlines, info = data.distill_lines(train_tasks, cfg, seed, budget)
+        data.write_lines(job.out_dir / f"seed{seed}" / "human_boost.jsonl", lines)
+        data.write_lines(job.out_dir / f"seed{seed}" / "distill.jsonl", dlines)
+        out[f"seed{seed}"] = {"boost_examples": budget, **info, **mechanism(lines, tmap)}
+        job.log(f"seed {seed}: {out[f'seed{seed}']}")
+    write_json(job.out_dir / "summary.json", out)
+    return out
+
+
+def arm_examples(job, seed: int) -> dict:
+    tmap = {t["id"]: t for t in _tasks(job, "train")}
+    folder = job.prepared_dir(DATASET) / f"seed{seed}"
+    if job.method == "distill":
+        return data.examples(data.read_lines(folder / "distill.jsonl"), tmap, True, False, only_kept=True)
+    return data.examples(data.read_lines(folder / "human_boost.jsonl"), tmap, True, job.method == "boost")
+
+
+def train(job) -> dict:
+    if full.is_full(job.cfg):
+        return full.train(job)
+    import torch
+
+    from . import student
+
+    def work(key):
+        seed = int(key[1:])
+        ex = arm_examples(job, seed)
+        net, losses = student.train(job.cfg, ex, seed)
+        torch.save(net.state_dict(), job.out_dir / f"student_{key}.pt")
+        return {"n_train": len(ex["action"]), "first_loss": float(np.mean(losses[:10])),
+                "last_loss": float(np.mean(losses[-10:]))}
+
+    return {"units": job.units([f"s{seed}" for seed in job.seeds], work)}
+
+
+def evaluate(job) -> dict:
+    if full.is_full(job.cfg):
+        return full.evaluate(job)
+    import torch
+
+    from . import student
+
+    cfg, records = job.cfg, []
+    tests = _tasks(job, "test")
+    apps = np.array([t["snapshot"] for t in tests])
+    for seed in job.seeds:
+        n_train = 0
+        if job.method == "teacher":
+            actor = student.teacher_actor(data.Teacher(cfg["teacher"]["eps"], 0.0, np.random.default_rng([seed, 30])))
+        else:
+            net = student.build(cfg, seed)
+            if job.method in STUDENTS:
+                net.load_state_dict(torch.load(job.out_dir / f"student_s{seed}.pt", weights_only=True))
+                n_train = len(arm_examples(job, seed)["action"])
+            actor = student.student_actor(cfg, net)
+        success = student.rollout(cfg, tests, actor)
+        for app in ("total", *md.APPS):
+            pick = np.ones(len(tests), bool) if app == "total" else apps == app
+            records.append({"seed": seed, "app": app, "n_tasks": int(pick.sum()),
+                            "success": float(100 * success[pick].mean()), "n_train": float(n_train)})
+    return {"records": records}
+
+
+def figures(cfg: dict, records, out_dir) -> list[Path]:
+    import pandas as pd
+
+    from iclr26.core.figures import pyplot, save
+
+    from . import PAPER
+
+    df = pd.DataFrame(records)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    width = 0.8 / len(PAPER.methods)
+    cols = ("total", *md.APPS)
+    for i, method in enumerate(PAPER.methods):
+        means = [df[(df["method"] == method) & (df["app"] == c)]["success"].mean() for c in cols]
+        ax.bar(np.arange(len(cols)) + i * width, means, width, label=method)
+    ax.set_xticks(np.arange(len(cols)) + 0.4 - width / 2, cols, fontsize=7)
+    ax.set_ylabel("success (%)")
+    ax.legend(fontsize=7)
+    return [save(fig, Path(out_dir) / "success_by_app.png")]

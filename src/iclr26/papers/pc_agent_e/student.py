@@ -1,0 +1,116 @@
+"""The from-scratch student (the tiny stand-in for Qwen2.5-VL-72B, card 11 section 6): a small
+conv policy over the [C, 9, 16] screenshot, conditioned (FiLM) on the hashed bag of instruction
+tokens and on the kind of the previous action (the history). Heads: one softmax over the action
+vocabulary (144 click cells, the other action strings) and the auxiliary thought head (the
+subgoal option), trained by cross-entropy as SFT on "thought, then action" targets.
+"""
+from __future__ import annotations
+
+import re
+import zlib
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import data
+from . import minidesk as md
+
+
+def bag_of_words(texts, vocab: int) -> np.ndarray:
+    out = np.zeros((len(texts), vocab), np.float32)
+    for i, text in enumerate(texts):
+        for tok in re.findall(r"[a-z]+", str(text).lower()):
+            out[i, zlib.crc32(tok.encode()) % vocab] = 1.0
+    return out
+
+
+class Policy(nn.Module):
+    def __init__(self, width: int, vocab: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(md.C, width, 3, padding=1)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1)
+        self.instr = nn.Linear(vocab, width)
+        self.film = nn.Linear(width, 2 * width)
+        self.prev = nn.Embedding(len(data.PREV_KINDS), width)
+        self.cell = nn.Conv2d(width, 1, 1)
+        self.mlp = nn.Sequential(nn.Linear(4 * width, 4 * width), nn.ReLU())
+        self.other = nn.Linear(4 * width, md.VOCAB - md.N_CLICK)
+        self.goal = nn.Linear(4 * width, md.K + 1)
+
+    def forward(self, obs, bow, prev):
+        e = torch.relu(self.instr(bow)) + self.prev(prev)
+        gamma, beta = self.film(e).chunk(2, dim=1)
+        h = torch.relu(self.conv1(obs))
+        h = torch.relu(self.conv2(h * (1 + gamma[:, :, None, None]) + beta[:, :, None, None]))
+        cells = self.cell(h).flatten(1)
+        z = self.mlp(torch.cat([h.mean((2, 3)), h.amax((2, 3)), e, torch.relu(self.instr(bow))], 1))
+        return torch.cat([cells, self.other(z)], 1), self.goal(z)
+
+
+def build(cfg: dict, seed: int) -> Policy:
+    torch.manual_seed(seed)
+    return Policy(cfg["student"]["width"], cfg["student"]["vocab"])
+
+
+def train(cfg: dict, ex: dict, seed: int) -> tuple[Policy, list[float]]:
+    """SFT for a fixed number of optimizer steps (the same for every arm: arms differ only in
+    their examples), Adam, minibatches drawn uniformly."""
+    net = build(cfg, seed)
+    sc = cfg["student"]
+    obs = torch.from_numpy(ex["obs"])
+    bow = torch.from_numpy(bag_of_words(ex["instr"], sc["vocab"]))
+    prev, act, goal = (torch.from_numpy(ex[k]) for k in ("prev", "action", "subgoal"))
+    opt = torch.optim.Adam(net.parameters(), lr=sc["lr"])
+    gen = torch.Generator().manual_seed(seed)
+    losses = []
+    for _ in range(sc["steps"]):
+        idx = torch.randint(len(act), (sc["batch_size"],), generator=gen)
+        logits, glog = net(obs[idx], bow[idx], prev[idx])
+        loss = nn.functional.cross_entropy(logits, act[idx]) + sc["thought_weight"] * nn.functional.cross_entropy(
+            glog, goal[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return net, losses
+
+
+@torch.no_grad()
+def rollout(cfg: dict, tasks: list[dict], act_fn) -> np.ndarray:
+    """Runs every task to `finish`/`fail` or env.max_steps; success = the evaluator on the final
+    state. act_fn(envs, obs batch, prev kinds) -> action strings (one batched call per step)."""
+    envs = [md.MiniDesk(cfg["env"]["max_steps"]) for _ in tasks]
+    obs = [e.reset(options={"task": t})[0] for e, t in zip(envs, tasks)]
+    prev = ["none"] * len(tasks)
+    success = np.zeros(len(tasks))
+    active = list(range(len(tasks)))
+    while active:
+        actions = act_fn([envs[i] for i in active], np.stack([obs[i] for i in active]),
+                         [data.prev_kind(prev[i]) for i in active])
+        still = []
+        for i, a in zip(active, actions):
+            obs[i], r, done, trunc, _ = envs[i].step(a)
+            prev[i] = a
+            if done or trunc:
+                success[i] = r
+            else:
+                still.append(i)
+        active = still
+    return success
+
+
+def student_actor(cfg: dict, net: Policy):
+    net.eval()
+
+    def act(envs, obs, prev):
+        bow = torch.from_numpy(bag_of_words([e.task["instruction"] for e in envs], cfg["student"]["vocab"]))
+        logits, _ = net(torch.from_numpy(obs), bow, torch.tensor(prev))
+        return [md.action_string(int(j)) for j in logits.argmax(1)]
+    return act
+
+
+def teacher_actor(teacher: data.Teacher):
+    def act(envs, obs, prev):
+        return [teacher.action(e) for e in envs]
+    return act

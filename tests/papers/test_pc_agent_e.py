@@ -1,0 +1,187 @@
+"""Card 11 (PC Agent-E): MiniDesk's routes and evaluator, the official boost filters, the pre-arm
+mechanism checks, and the full scale offline: the raw PC Tracker layout (zipped) from a local
+mirror, WAA-V2's task list sha256-pinned from a loopback server, prepare.py's examples, one LoRA SFT
+step of a tiny Qwen2.5-VL built from its config (save_pretrained), and evaluate's one-line stop.
+The smoke pipeline is tests/test_contract.py's."""
+import numpy as np
+
+from iclr26.papers.pc_agent_e import data
+from iclr26.papers.pc_agent_e import minidesk as md
+
+SPEC = {"n_train": 4, "n_distractors": 3, "max_targets": 3,
+        "test_columns": {a: 1 for a in md.APPS}}
+
+
+def _task(seed=0):
+    return md.make_task(np.random.default_rng(seed), 0, "train", 0, 3, 3)
+
+
+def test_both_routes_reach_the_goal_and_the_evaluator_reads_only_the_final_state():
+    task = _task()
+    for route in ("menu", "search"):
+        env = md.MiniDesk(30)
+        env.reset(options={"task": task})
+        for t in task["targets"]:
+            if route == "menu":
+                env.step(md.click(env.layout["settings_button"]))
+                env.step(md.click(env.layout["items"][t]))
+            else:
+                for a in ("hotkey (ctrl, f)", f"type text: {md.OPTIONS[t]}", "press key: enter"):
+                    env.step(a)
+        _, reward, done, _, _ = env.step("finish")
+        assert done and reward == 1.0
+    env = md.MiniDesk(30)
+    env.reset(options={"task": task})
+    assert env.step("finish")[1] == 0.0
+
+
+def test_official_boost_filters():
+    ok = data.response("I need to turn on sync. Next: click.", "click (40, 120)")
+    assert data.keep_boost(ok, "click (40, 40)")
+    assert not data.keep_boost(None, "wait")
+    assert not data.keep_boost("", "wait")
+    assert not data.keep_boost(data.response("t", "click (x, y)"), "wait")
+    assert not data.keep_boost(ok, "finish")            # the human finished: an alternative must finish
+    assert data.keep_boost(data.response("done", "finish"), "finish")
+    assert not data.keep_boost("no action here", "wait")
+
+
+def test_human_covers_one_route_and_boost_alternatives_are_mostly_valid():
+    cfg = {"env": {"max_steps": 30}, "teacher": {"eps": 0.15, "fmt_error": 0.05},
+           "human": {"idiosyncrasy": 0.1}, "boost": {"count": 9}}
+    tasks = data.make_tasks({**SPEC, "n_train": 20}, "train", 0)
+    lines = data.boosted_lines(tasks, cfg, 0)
+    assert not any(x["action"].startswith(("hotkey", "type")) for x in lines)
+    from iclr26.papers.pc_agent_e.stages import mechanism
+    m = mechanism(lines, {t["id"]: t for t in tasks})
+    assert m["boost_valid_fraction"] > 0.7 and m["boost_search_route_fraction"] > 0.05
+
+
+# ----------------------------------------------------------------------------- full scale, offline
+def _trajectories(root):
+    """Two tasks in the raw PC Tracker layout the released dataset ships (events*/ *task*.jsonl with
+    action, screenshot, thought, boost_responses; the .md whose second line is the task), zipped."""
+    import json
+    import zipfile
+
+    from PIL import Image
+
+    src = root / "src" / "events_0"
+    src.mkdir(parents=True)
+    ok = "I should open the settings menu to find the option."
+    for k in range(2):
+        steps = [{"action": "click (40, 40)", "screenshot": f"shot_{k}_0.png", "thought": ok,
+                  "boost_responses": [data.response(ok, "click (40, 40)"), data.response(ok, "click (x, y)"), None,
+                                      data.response(ok, "hotkey (ctrl, f)")]},
+                 {"action": "press key enter", "screenshot": f"shot_{k}_1.png", "thought": ok,
+                  "boost_responses": [data.response(ok, "press key: enter")]},
+                 {"action": "finish", "screenshot": f"shot_{k}_2.png", "thought": "The option is on, the task is done.",
+                  "boost_responses": [data.response(ok, "click (40, 40)"),
+                                      data.response("All done now, finish.", "finish")]}]
+        (src / f"task_{k}.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+        (src / f"task_{k}.md").write_text(f"# Task {k}\n**Description:** Turn on dark mode {k}\n")
+        for s in steps:
+            Image.fromarray((np.random.default_rng(k).random((56, 84, 3)) * 255).astype(np.uint8)).save(
+                src / s["screenshot"])
+    mirror = root / "mirror"
+    mirror.mkdir()
+    with zipfile.ZipFile(mirror / "data.zip", "w") as z:
+        for p in sorted(src.rglob("*")):
+            z.write(p, p.relative_to(root / "src"))
+    return mirror
+
+
+def _tiny_qwen25_vl(folder):
+    """A Qwen2.5-VL (real classes, sizes from a config) with a byte-level BPE tokenizer carrying
+    Qwen's special tokens, written with save_pretrained: loaded as the hub snapshot would be."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import (
+        PreTrainedTokenizerFast,
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+               "<|image_pad|>", "<|video_pad|>"]
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    core.train_from_iterator(["Action: click (40, 40) press key: enter finish the task settings"] * 20,
+                             trainers.BpeTrainer(vocab_size=300, special_tokens=special,
+                                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                  additional_special_tokens=special[1:])
+    proc = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tok,
+                               video_processor=Qwen2VLVideoProcessor())
+    ids = {k: tok.convert_tokens_to_ids(k) for k in special}
+    cfg = Qwen2_5_VLConfig(
+        text_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                     "num_key_value_heads": 1, "vocab_size": len(tok), "max_position_embeddings": 8192,
+                     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2]}},
+        vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 32,
+                       "fullatt_block_indexes": [1], "window_size": 56},
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
+    torch.manual_seed(0)
+    Qwen2_5_VLForConditionalGeneration(cfg).save_pretrained(folder)
+    proc.save_pretrained(folder)
+    return folder
+
+
+def test_full_scale_pipeline_offline(workdir, static_server):
+    """The full scale's stages through the core's runner: the trajectories from a local mirror
+    (zipped raw layout), WAA-V2's task list sha256-pinned from a loopback server, prepare.py's
+    examples with the official filters, one LoRA SFT step of a tiny Qwen2.5-VL (vision frozen),
+    evaluate stopping with one line until the WAA-V2 host's results exist, then reading them."""
+    import hashlib
+    import json
+
+    import pytest
+
+    from iclr26.core.errors import DataError
+    from iclr26.core.io import read_json
+    from iclr26.core.job import run_stage
+
+    folder, base = static_server
+    columns = {"libreoffice_writer": ["w1"], "libreoffice_calc": ["c1"], "chrome": ["g1"], "msedge": ["e1"],
+               "settings": ["s1"], "vs_code": ["v1"], "vlc": ["l1"], "notepad": ["n1"]}
+    (folder / "test_all.json").write_text(json.dumps(columns))
+    sha = hashlib.sha256((folder / "test_all.json").read_bytes()).hexdigest()
+    mirror = _trajectories(workdir / "raw_src")
+    model = _tiny_qwen25_vl(workdir / "qwen")
+    overrides = [f"data.minidesk.hub_id={mirror}", f"data.minidesk.waa.test_all.url={base}/test_all.json",
+                 f"data.minidesk.waa.test_all.sha256={sha}", f"model.source={model}", "device=cpu",
+                 "train.sharding=none", "train.epochs=1", "train.batch_size=2", "train.max_examples=2",
+                 "train.lora.r=2", "train.activation_checkpointing=false", f"train.min_pixels={28 * 28}",
+                 f"train.max_pixels={56 * 56 * 2}", "launch.mixed_precision=no",
+                 f"eval.results_dir={workdir / 'waa'}", f"eval.waa_dir={workdir / 'waa_checkout'}"]
+    info = read_json(run_stage("acquire", "pc_agent_e", "full", overrides, dataset="minidesk"))["info"]
+    assert info["trajectories"] == 2 and info["steps"] == 6 and info["waa_columns"]["libreoffice"] == 2
+    prep = read_json(run_stage("prepare", "pc_agent_e", "full", overrides, dataset="minidesk"))["info"]
+    # per task: 3 human steps; boost keeps 2 of 4 (placeholder, None dropped), 1 of 1, 1 of 2 (the
+    # human finished: an alternative that does not finish is dropped)
+    assert prep["human_only"]["examples"] == 6 and prep["boost"]["examples"] == 6 + 2 * 4
+    rows = [json.loads(x) for x in (workdir / "data/full/pc_agent_e/prepared/minidesk/boost.jsonl")
+            .read_text().splitlines()]
+    assert rows[0]["messages"][1]["content"].endswith("Action: click (40, 40)")
+    assert "press key: enter" in rows[-1]["messages"][0]["content"]   # history: the human's normalised step
+    job = {"method": "boost", "seed_block": "s0-2"}
+    units = read_json(run_stage("train", "pc_agent_e", "full", overrides, **job))["units"]
+    assert units["boost_0"]["steps"] == 1 and units["boost_0"]["examples"] == 2 and units["boost_0"]["first_loss"] > 0
+    adapter = workdir / "runs/full/pc_agent_e/boost/s0-2/adapter_0"
+    assert (adapter / "adapter_config.json").is_file()
+    assert "visual" not in json.dumps(json.loads((adapter / "adapter_config.json").read_text())["target_modules"])
+    with pytest.raises(DataError, match="KVM-capable host with Docker"):
+        run_stage("evaluate", "pc_agent_e", "full", overrides, **job)
+    (workdir / "waa/boost").mkdir(parents=True)
+    for s in range(3):
+        (workdir / f"waa/boost/trial_{s}.json").write_text(json.dumps({"w1": 1, "c1": s % 2, "g1": 0, "n1": 1}))
+    records = read_json(run_stage("evaluate", "pc_agent_e", "full", overrides, **job))["records"]
+    total = [r for r in records if r["app"] == "total"]
+    assert [r["success"] for r in total] == [50.0, 75.0, 50.0]
+    assert next(r for r in records if r["app"] == "libreoffice" and r["seed"] == 1)["success"] == 100.0
