@@ -26,6 +26,7 @@ from iclr26.papers.conditioned_init.jacobian import (
     multi_head_attention,
     vit_first_layer_head_kappas,
     vit_first_layer_kappa,
+    wide_svdvals,
 )
 from iclr26.papers.conditioned_init.model import build_model
 from iclr26.papers.conditioned_init.weight_selection import (
@@ -142,6 +143,13 @@ def test_kappa_of_hand_constructed_cases():
     assert attention_kappa(x, zero, zero, w, heads=2) > 1e12
 
 
+def test_wide_svdvals_are_the_singular_values_of_the_matrix():
+    wide = randn(12, 80, seed=4, dtype=torch.float64) * torch.logspace(0, -5, 12, dtype=torch.float64)[:, None]
+    exact = torch.linalg.svdvals(wide)
+    assert torch.allclose(wide_svdvals(wide), exact, rtol=1e-9, atol=0)
+    assert torch.equal(wide_svdvals(wide.T), torch.linalg.svdvals(wide.T))  # tall: svdvals itself
+
+
 def test_row_block_keeps_every_input_token_and_is_the_top_rows_of_j():
     shapes = ((6, 4), (4, 2), (4, 2), (4, 2))
     x, w_q, w_k, w_v = (randn(*shape, seed=i, dtype=torch.float64) for i, shape in enumerate(shapes))
@@ -185,6 +193,8 @@ def test_tiny_runs_only_its_arms_and_a_method_without_runs_trains_nothing():
     cfg = compose_job_config(SLUG, "tiny")
     assert list(runs_of(cfg, "conditioned", [0, 1, 2])) == ["warmup_s0", "warmup_s1", "warmup_s2"]
     assert runs_of(cfg, "weight_selection", [0, 1, 2]) == {} and runs_of(cfg, "mimetic", [0]) == {}
+    # the scale's jobs (run_methods) are exactly the arms its regimes train: no job without runs
+    assert set(cfg["run_methods"]) == {m for regime in cfg["train"]["regimes"].values() for m in regime["methods"]}
     full = compose_job_config(SLUG, "full")
     assert len(runs_of(full, "weight_selection", [0])) == 3   # teacher, warmup, no_warmup
 

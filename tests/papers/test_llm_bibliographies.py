@@ -114,6 +114,34 @@ def test_graph_size_matching_and_features():
     assert e.shape == (2, 6)
 
 
+def test_dense_eigenvector_centrality_is_networkx_s_and_features_are_cached_per_graph():
+    import networkx as nx
+
+    rng = np.random.default_rng(0)
+    for n in (3, 5, 12, 30):
+        g = graphs.build(0, np.arange(1, n), {i: {int(j) for j in rng.choice(np.arange(1, n), 2)} - {i}
+                                              for i in range(1, n)})
+        ours, theirs = graphs._eigenvector(g), nx.eigenvector_centrality_numpy(g)
+        assert np.allclose([ours[v] for v in g], [theirs[v] for v in g], atol=1e-12)
+    star = nx.star_graph(4)  # bipartite: eigenvalues +-2, the centrality is the +2 eigenvector
+    assert np.allclose(list(graphs._eigenvector(star).values()),
+                       list(nx.eigenvector_centrality_numpy(star).values()), atol=1e-12)
+    cache = {}
+    a = graphs.cached_features(graphs.build(0, np.array([1, 2, 3]), {1: {2}, 2: {1}}), cache)
+    b = graphs.cached_features(graphs.build(0, np.array([1, 2, 3]), {1: {2}, 2: {1}}), cache)
+    plain = graphs.build(0, np.array([1, 2, 3]), {})
+    c = graphs.cached_features(plain, cache)
+    assert a is b and len(cache) == 2 and np.array_equal(c, graphs.node_features(plain))
+
+
+def test_weighted_draw_is_numpy_s_choice():
+    p = np.random.default_rng(1).random(50) ** 4
+    p[[3, 7]] = 0.0
+    p /= p.sum()
+    ours, theirs = np.random.default_rng(5), np.random.default_rng(5)
+    assert [corpus._weighted_draw(ours, p) for _ in range(200)] == [int(theirs.choice(50, p=p)) for _ in range(200)]
+
+
 def test_split_keeps_pairs_together_and_random_baseline_is_field_matched():
     pair = np.repeat(np.arange(40), 2)
     train, val, test = classify.split(pair, 3)
@@ -142,6 +170,19 @@ def test_classifiers_separate_a_planted_signal_and_not_noise():
     gcn = classify.gcn(task, x, parts, {"hidden": 8, "lr": 1e-2, "weight_decay": 0.0, "dropout": 0.0,
                                         "epochs": 60}, 0)
     assert rf["accuracy"] > 0.8 and gcn["accuracy"] > 0.8
+    # the symmetric propagation's gradients are those of torch-geometric's own GCNConv
+    import torch
+    from torch_geometric.nn import GCNConv
+
+    batch, grads = classify._batch(task, x), []
+    for conv in (GCNConv(6, 4, cached=True), classify._symmetric_gcn_conv()(6, 4, cached=True)):
+        torch.manual_seed(0)
+        conv.reset_parameters()
+        conv(batch.x, batch.edge_index).square().sum().backward()
+        grads.append(conv.lin.weight.grad)
+    assert torch.equal(*grads)
+    with pytest.raises(ValueError, match="undirected"):
+        classify._batch({**task, "edges": task["edges"][:, :3]}, x)
     noise = classify.node_matrix({"node_ids": np.arange(480)}, "random_vec", x, None, 0)
     rf0 = classify.random_forest(classify.graph_vectors(task, "embed", noise), task["labels"], parts, {"trees": 50}, 0)
     assert rf0["accuracy"] < 0.8

@@ -129,10 +129,12 @@ def adjacency_among(raw: Path, nodes: set[int]) -> dict[int, set[int]]:
 
 
 def task_arrays(name: str, focal: np.ndarray, lists_a: dict, lists_b: dict, adj: dict, seed: int,
-                star: bool = True, nostar: bool = False) -> dict:
+                star: bool = True, nostar: bool = False, cache: dict | None = None) -> dict:
     """Size-matched graph pairs of one task as flat arrays (class 0 = lists_a, class 1 = lists_b).
     `star`: the graphs link the focal node to every listed reference (graphs.build); `nostar`: also
-    the structural features of the same size-matched graphs without those edges (`*_nostar` arrays)."""
+    the structural features of the same size-matched graphs without those edges (`*_nostar` arrays).
+    `cache`: node features by graph, shared across the tasks of one prepare (graphs.cached_features)."""
+    cache = {} if cache is None else cache
     rng = np.random.default_rng([seed, sum(map(ord, name))])
     node_ids, offsets, labels, pair = [], [0], [], []
     out = {v: {"struct": [], "agg": [], "edges": [], "edge_offsets": [0]} for v in ("", "_nostar")}
@@ -145,7 +147,7 @@ def task_arrays(name: str, focal: np.ndarray, lists_a: dict, lists_b: dict, adj:
             labels.append(label)
             pair.append(k)
             for variant, h in (("", g), *((("_nostar", graphs.without_star(g, int(f))),) if nostar else ())):
-                feats = graphs.node_features(h)
+                feats = graphs.cached_features(h, cache)
                 arrays = out[variant]
                 arrays["struct"].append(feats)
                 arrays["agg"].append(graphs.aggregate(feats, h.number_of_edges()))

@@ -102,6 +102,14 @@ def _texts(rng, z, spec) -> tuple[list[str], list[str]]:
     return titles, abstracts
 
 
+def _weighted_draw(rng: np.random.Generator, p: np.ndarray) -> int:
+    """rng.choice(len(p), p=p) without its argument checks (p is a probability vector by
+    construction): numpy's own inverse-CDF steps, so the same draw from the same generator state."""
+    cdf = p.cumsum()
+    cdf /= cdf[-1]
+    return int(cdf.searchsorted(rng.random(), side="right"))
+
+
 def human_citations(rng, year, z, spec) -> list[list[int]]:
     """Reference lists of the human citation process (card 6.1): paper i cites earlier papers j with
     probability proportional to exp(beta cos(z_i, z_j)) (1 + citations_j)^alpha exp(-(y_i - y_j)/tau),
@@ -122,7 +130,7 @@ def human_citations(rng, year, z, spec) -> list[list[int]]:
         k = min(max(k, c["min_refs"]), c["max_refs"], len(earlier))
         logw = (c["beta"] * (unit[earlier] @ unit[i]) + c["alpha"] * np.log1p(cites[earlier])
                 - (year[i] - year[earlier]) / c["recency_tau"])
-        w = np.exp(logw - logw.max())
+        w = np.exp(logw - logw.max())  # the weights of the papers not taken yet (taken: 0)
         chosen: list[int] = []
         taken = np.zeros(n, bool)
         while len(chosen) < k:
@@ -132,11 +140,14 @@ def human_citations(rng, year, z, spec) -> list[list[int]]:
                 if pool:
                     j = pool[rng.integers(len(pool))]
             if j < 0:
-                p = np.where(taken[earlier], 0.0, w)
-                if p.sum() <= 0:
+                total = w.sum()
+                if total <= 0:
                     break
-                j = int(earlier[rng.choice(len(earlier), p=p / p.sum())])
+                j = int(earlier[_weighted_draw(rng, w / total)])
             taken[j] = True
+            at = np.searchsorted(earlier, j)
+            if at < len(earlier) and earlier[at] == j:
+                w[at] = 0.0
             chosen.append(j)
         refs[i] = chosen
         cites[chosen] += 1

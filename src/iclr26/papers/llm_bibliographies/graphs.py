@@ -62,19 +62,43 @@ def node_features(g: nx.Graph) -> np.ndarray:
     return np.array([[deg[v], clo[v], abs(eig[v]), clu[v], m] for v in nodes], dtype=np.float32)
 
 
+def cached_features(g: nx.Graph, cache: dict) -> np.ndarray:
+    """node_features(g), computed once per distinct graph: a list that is not trimmed by size
+    matching gives the same graph in several tasks (e.g. the LLM list in GT vs LLM and LLM vs
+    random). The key is the node order and the edge order, so a hit returns exactly what the
+    computation would."""
+    key = (tuple(g.nodes), tuple(g.edges))
+    if key not in cache:
+        cache[key] = node_features(g)
+    return cache[key]
+
+
 def _eigenvector(g: nx.Graph) -> dict:
+    """Eigenvector centrality, as networkx's eigenvector_centrality_numpy where it applies (connected
+    graphs), else its power iteration (disconnected graphs, which the numpy version refuses)."""
     nodes = list(g.nodes)
     if len(nodes) <= 2:
         return {v: 1 / np.sqrt(len(nodes)) for v in nodes}
     if g.number_of_edges() == 0:  # no links at all (possible without the star)
         return {v: 0.0 for v in nodes}
-    try:
-        return nx.eigenvector_centrality_numpy(g)
-    except (nx.NetworkXException, ValueError, TypeError):  # disconnected pieces / tiny graphs: power iteration
-        try:
-            return nx.eigenvector_centrality(g, max_iter=1000, tol=1e-6)
-        except nx.NetworkXException:
-            return {v: 0.0 for v in nodes}
+    if nx.is_connected(g):
+        return _perron_vector(g, nodes)
+    try:  # disconnected pieces: power iteration
+        return nx.eigenvector_centrality(g, max_iter=1000, tol=1e-6)
+    except nx.NetworkXException:
+        return {v: 0.0 for v in nodes}
+
+
+def _perron_vector(g: nx.Graph, nodes: list) -> dict:
+    """What nx.eigenvector_centrality_numpy returns on a connected graph (the eigenvector of the
+    largest adjacency eigenvalue, unit norm, positive sum), from a dense symmetric eigensolver
+    (numpy's eigh) instead of ARPACK: the same vector to ~1e-15 (the top eigenvalue of a connected
+    graph is simple), ~50x faster on graphs of tens of nodes. Hand-written because networkx has no
+    dense variant; the test compares it with networkx's."""
+    _, vectors = np.linalg.eigh(nx.to_numpy_array(g, nodelist=nodes, dtype=float))
+    largest = vectors[:, -1]
+    largest = largest / (np.sign(largest.sum()) * np.linalg.norm(largest))
+    return dict(zip(nodes, largest.tolist()))
 
 
 def without_star(g: nx.Graph, focal: int) -> nx.Graph:

@@ -20,7 +20,9 @@ import numpy as np
 
 from iclr26.core.io import load_arrays, read_json, save_arrays, write_json
 
-from . import build, classify, corpus
+# build and corpus (pandas, networkx) are imported by acquire and prepare only: the train and evaluate
+# jobs do not pay for them
+from . import classify
 
 DATASET = "scisci"
 TASKS = ("gt_llm", "gt_random", "llm_random")
@@ -41,6 +43,8 @@ ROWS = {  # method -> (classifier, node features, the LLM source it reads, the t
 
 
 def acquire(job) -> dict:
+    from . import corpus
+
     spec = job.cfg["data"][job.dataset]
     if spec["source"] == "synthetic":
         return {"source": "synthetic", **corpus.write_synthetic(job.out_dir, spec, spec["data_seed"])}
@@ -70,6 +74,8 @@ def task_name(task: str, which: str) -> str:
 
 
 def prepare(job) -> dict:
+    from . import build, corpus
+
     cfg, raw, out = job.cfg, job.raw_dir(), job.out_dir
     spec = cfg["data"][DATASET]
     if spec["source"] == "synthetic":
@@ -107,10 +113,11 @@ def prepare(job) -> dict:
         pairs[task_name("gt_llm", which)] = (gt, llm[key])
         if which == "headline":
             pairs["llm_random"] = (llm[key], rnd)
-    star = bool(cfg["graph"]["star"])
+    star, features = bool(cfg["graph"]["star"]), {}  # node features of each distinct graph, across tasks
     for name, (a, b) in pairs.items():
         nostar = star and name in TASKS  # the no-star structure rows run on the headline tasks
-        build.save_task(out, name, build.task_arrays(name, focal, a, b, adj, spec["data_seed"], star, nostar))
+        build.save_task(out, name, build.task_arrays(name, focal, a, b, adj, spec["data_seed"], star, nostar,
+                                                     features))
     # the mechanism check, before any classifier: how each source's lists differ
     by_id = {int(i): emb[k] for k, i in enumerate(ids)}
     described = {"gt": gt, "random": rnd, **{f"llm_{w}": llm[k] for w, k in sources.items()}}
@@ -125,6 +132,7 @@ def prepare(job) -> dict:
 
 
 def _embeddings(job, raw: Path, ids: np.ndarray) -> np.ndarray:
+    from . import build
     from .embed import embed
 
     return embed(build.texts_of(raw, ids), job.cfg, job.log)
@@ -140,7 +148,7 @@ class _Inputs:
     """A prepared task's arrays and the node embeddings, loaded once per job."""
 
     def __init__(self, prepared: Path):
-        self.prepared, self.tasks = prepared, {}
+        self.prepared, self.tasks, self.matrices = prepared, {}, {}
         stored = load_arrays(prepared / "embeddings.npz")
         self.emb, self.row = stored["emb"], {int(i): k for k, i in enumerate(stored["ids"])}
         self.meta = stored["meta"]
@@ -149,6 +157,15 @@ class _Inputs:
         if name not in self.tasks:
             self.tasks[name] = load_arrays(self.prepared / f"task_{name}.npz")
         return self.tasks[name]
+
+    def features(self, name: str, data: dict, feats: str, seed: int) -> np.ndarray:
+        """A task's node features, built once per job and shared by its seeds, except the fresh
+        random vectors, which are drawn per seed (the fixed per-PaperID vectors are the same every seed)."""
+        if feats == "random_vec_fresh":
+            return classify.node_matrix(data, feats, self.emb, self.row, seed, self.meta)
+        if (name, feats) not in self.matrices:
+            self.matrices[name, feats] = classify.node_matrix(data, feats, self.emb, self.row, seed, self.meta)
+        return self.matrices[name, feats]
 
 
 def _fit(cfg: dict, method: str, inputs: _Inputs, task: str, seed: int) -> dict:
@@ -161,7 +178,7 @@ def _fit(cfg: dict, method: str, inputs: _Inputs, task: str, seed: int) -> dict:
         else:  # graph.star=false: the headline graphs have no star already
             feats = "struct"
     parts = classify.split(data["pair"], seed, tuple(cfg["eval"]["split"]))
-    x = classify.node_matrix(data, feats, inputs.emb, inputs.row, seed, inputs.meta)
+    x = inputs.features(task, data, feats, seed)
     if kind == "rf":
         result = classify.random_forest(classify.graph_vectors(data, feats, x), data["labels"], parts, cfg["rf"], seed)
     else:
