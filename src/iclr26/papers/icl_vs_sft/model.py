@@ -55,14 +55,15 @@ def pretrain(spec_model: dict, spec_pre: dict, fmt: dict, grid: int, seeds: list
     prior-carrying tasks; returns (models, tokenizer, loss curves). AdamW with a OneCycle schedule
     and gradient clipping at norm 1 (card 04, section 6).
 
-    The seeds' models train together: every weight stacked once per seed, the model's own forward
-    pass vmapped over them (torch.func), the per-seed losses summed (each slice gets its own
-    gradient), each seed's gradient clipped by its own norm, and one AdamW over the stacked weights
-    (elementwise, so each slice follows its own AdamW exactly). Same result as one run per seed,
-    a fraction of the CPU time: the model is so small that a step is mostly per-call overhead."""
-    from torch.func import functional_call, vmap
+    The seeds' models train together (core.stacked): every weight stacked once per seed, the
+    model's own forward pass vmapped over them, each seed's gradient clipped by its own norm, and
+    one AdamW over the stacked weights (elementwise, so each slice follows its own AdamW exactly).
+    Same result as one run per seed, a fraction of the CPU time: the model is so small that a step
+    is mostly per-call overhead."""
+    from torch.func import functional_call
 
     from iclr26.core.lm.model import build_model
+    from iclr26.core.stacked import stack, train_stacked, unstack_into
 
     tokenizer = build_tokenizer(fmt, grid)
     models = [build_model(spec_model, tokenizer, seed=int(seed)) for seed in seeds]
@@ -71,11 +72,8 @@ def pretrain(spec_model: dict, spec_pre: dict, fmt: dict, grid: int, seeds: list
     steps, batch = int(spec_pre["steps"]), int(spec_pre["batch_size"])
     rngs = [np.random.default_rng(int(seed)) for seed in seeds]
     torch.manual_seed(int(seeds[0]))
-    base = models[0]
-    names = [n for n, _ in base.named_parameters()]
-    stacked = {n: torch.stack([dict(m.named_parameters())[n].detach() for m in models]).requires_grad_()
-               for n in names}
-    opt = torch.optim.AdamW(list(stacked.values()), lr=float(spec_pre["lr"]),
+    base, params = stack(models)
+    opt = torch.optim.AdamW(list(params.values()), lr=float(spec_pre["lr"]),
                             weight_decay=float(spec_pre["weight_decay"]))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=float(spec_pre["lr"]), total_steps=steps,
                                                 pct_start=float(spec_pre["pct_start"]))
@@ -92,28 +90,16 @@ def pretrain(spec_model: dict, spec_pre: dict, fmt: dict, grid: int, seeds: list
         return torch.nn.functional.cross_entropy(logits[:, at].reshape(-1, logits.shape[-1]),
                                                  ids[:, at + 1].reshape(-1))
 
-    base.train()
-    losses = [[] for _ in seeds]
-    for step in range(steps):
-        per_seed = vmap(seq_loss)(stacked, torch.stack([batch_ids(rng) for rng in rngs]))
-        per_seed.sum().backward()
-        with torch.no_grad():   # torch.nn.utils.clip_grad_norm_(max_norm=1), one norm per seed
-            norm = torch.sqrt(sum((p.grad.reshape(len(seeds), -1) ** 2).sum(1) for p in stacked.values()))
-            coef = torch.clamp(1.0 / (norm + 1e-6), max=1.0)
-            for p in stacked.values():
-                p.grad.mul_(coef.view(-1, *[1] * (p.dim() - 1)))
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        for curve, value in zip(losses, per_seed.detach().tolist()):
-            curve.append(value)
+    def report(step: int, curves: list[list[float]]) -> None:
         if log:
-            log(f"pretrain step {step + 1}/{steps} loss {np.mean([c[-50:] for c in losses]):.3f}", every_s=10)
-    with torch.no_grad():
-        for i, m in enumerate(models):
-            for n, p in m.named_parameters():
-                p.copy_(stacked[n][i])
-            m.eval()
+            log(f"pretrain step {step + 1}/{steps} loss {np.mean([c[-50:] for c in curves]):.3f}", every_s=10)
+
+    base.train()
+    losses = train_stacked(params, seq_loss, lambda step: (torch.stack([batch_ids(rng) for rng in rngs]),),
+                           opt, sched, steps, max_norm=1.0, log=report)
+    unstack_into(models, params)
+    for m in models:
+        m.eval()
     return models, tokenizer, losses
 
 

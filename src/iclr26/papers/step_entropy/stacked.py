@@ -1,12 +1,12 @@
-"""Tiny scale: several small models trained side by side in one process (torch.func), as
+"""Tiny scale: several small models trained side by side in one process (core.stacked, as
 icl_vs_sft's pretraining does: every weight stacked once per model, the model's own forward pass
-vmapped over them, the per-model losses summed (each slice gets its own gradient), each model's
-gradient clipped by its own norm, and one AdamW over the stacked weights (elementwise, so each
-slice follows its own AdamW). Per model this is core.lm.model.train_lm: the same batches (drawn from
-the model's own seed), loss (next-token cross-entropy from loss_from on), clipping, optimiser and
-schedule; the seeds' base models (prepare) and a method's seeds' SFT models (train) share one
-process. Rows are right-padded and fed without an attention mask: under the causal mask a real
-token never attends to a later pad, so its logits are those of the masked call.
+vmapped over them, each model's gradient clipped by its own norm, one AdamW over the stacked
+weights, elementwise, so each slice follows its own AdamW). Per model this is
+core.lm.model.train_lm: the same batches (drawn from the model's own seed), loss (next-token
+cross-entropy from loss_from on), clipping, optimiser and schedule; the seeds' base models
+(prepare) and a method's seeds' SFT models (train) share one process. Rows are right-padded and
+fed without an attention mask: under the causal mask a real token never attends to a later pad,
+so its logits are those of the masked call.
 """
 from __future__ import annotations
 
@@ -20,24 +20,23 @@ def train_stacked(models: list, examples: list[list[tuple[list[int], int]]], pad
     """Train models[i] on examples[i] = [(token ids, index where the loss starts), ...] with the
     batches of seeds[i]; the models are updated in place and left in eval mode. Returns the loss
     curve of every model."""
-    from torch.func import functional_call, vmap
+    from torch.func import functional_call
+
+    from iclr26.core import stacked
 
     if not (len(models) == len(examples) == len(seeds)):
         raise ValueError(f"train_stacked: {len(models)} models, {len(examples)} example sets, {len(seeds)} seeds")
     n = len(models)
     rngs = [np.random.default_rng(int(seed)) for seed in seeds]
     torch.manual_seed(int(seeds[0]))   # nothing random in a step (no dropout); as train_lm does
-    base = models[0]
-    names = [name for name, _ in base.named_parameters()]   # tied weights once (functional_call ties them)
-    stacked = {name: torch.stack([dict(m.named_parameters())[name].detach() for m in models]).requires_grad_()
-               for name in names}
-    optimizer = torch.optim.AdamW(list(stacked.values()), lr=lr, weight_decay=weight_decay)
+    base, params = stacked.stack(models)
+    optimizer = torch.optim.AdamW(list(params.values()), lr=lr, weight_decay=weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / max(1, warmup))
                                                  * 0.5 * (1 + np.cos(np.pi * min(s, steps) / max(1, steps))))
     lengths = [np.array([len(ids) for ids, _ in ex]) for ex in examples]
     starts = [np.array([start for _, start in ex]) for ex in examples]
 
-    def batch() -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
         picks = [rng.integers(0, len(ex), size=batch_size) for rng, ex in zip(rngs, examples)]
         width = max(int(length[pick].max()) for length, pick in zip(lengths, picks))
         ids = np.full((n, batch_size, width), pad_id, dtype=np.int64)
@@ -55,27 +54,13 @@ def train_stacked(models: list, examples: list[list[tuple[list[int], int]]], pad
         return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
                                                  labels[:, 1:].reshape(-1), ignore_index=-100)
 
-    base.train()
-    losses = [[] for _ in models]
-    for step in range(steps):
-        ids, labels = batch()
-        per_model = vmap(loss_of)(stacked, ids, labels)
-        per_model.sum().backward()
-        with torch.no_grad():   # torch.nn.utils.clip_grad_norm_(max_norm=1), one norm per model
-            norm = torch.sqrt(sum((p.grad.reshape(n, -1) ** 2).sum(1) for p in stacked.values()))
-            coef = torch.clamp(1.0 / (norm + 1e-6), max=1.0)
-            for p in stacked.values():
-                p.grad.mul_(coef.view(-1, *[1] * (p.dim() - 1)))
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
-        for curve, value in zip(losses, per_model.detach().tolist()):
-            curve.append(value)
+    def report(step: int, curves: list[list[float]]) -> None:
         if log is not None:
-            log(f"step {step + 1}/{steps} loss {np.mean([c[-1] for c in losses]):.3f}", every_s=10)
-    with torch.no_grad():
-        for k, model in enumerate(models):
-            for name, p in model.named_parameters():
-                p.copy_(stacked[name][k])
-            model.eval()
+            log(f"step {step + 1}/{steps} loss {np.mean([c[-1] for c in curves]):.3f}", every_s=10)
+
+    base.train()
+    losses = stacked.train_stacked(params, loss_of, batch, optimizer, schedule, steps, max_norm=1.0, log=report)
+    stacked.unstack_into(models, params)
+    for model in models:
+        model.eval()
     return losses
