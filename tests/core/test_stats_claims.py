@@ -201,6 +201,14 @@ def test_every_seed_gate_holds_only_when_every_seed_passes():
     failed = check_claim({**CLAIM, "precondition": gate}, one_fails)
     assert failed["precondition"]["verdict"] == "inconclusive" and failed["verdict"] == "untestable here"
     assert failed["precondition"]["estimate"]["value"] > 0
+    low = diffs[3] - 5
+    assert failed["reason"] == (f"precondition not met (new above base on every seed): new - base fails on "
+                                f"seed 3 ({low:.3g}) (the line: 0)")
+    # a seed without a value fails the gate too
+    no_value = records.copy()
+    no_value.loc[(no_value["method"] == "new") & (no_value["seed"] == 2) & (no_value["env"] == "a"), "score"] = None
+    missing = check_claim({**CLAIM, "precondition": gate}, no_value)
+    assert missing["verdict"] == "untestable here" and "seed 2 (no value)" in missing["reason"]
     against_value = {"metric": "score", "where": {"env": "b"}, "method": "new", "value": -1.0,
                      "direction": "higher", "test": "every_seed"}
     assert check_claim({**CLAIM, "precondition": against_value}, records)["precondition"]["verdict"] == "holds"

@@ -112,6 +112,19 @@ def _too_few(est: Estimate, test: str) -> str | None:
     return None
 
 
+def _failing_seeds(spec: dict, records: pd.DataFrame, name: str) -> str:
+    """'seed 0 (-0.09), seed 3 (no value)': the seeds of an every_seed gate not on the claimed side."""
+    metric, line = spec["metric"], float(spec.get("value", 0.0))
+    rows = select(records, spec["method"], spec.get("where")).set_index("seed")[metric]
+    if "baseline" in spec:
+        base = select(records, spec["baseline"], spec.get("where")).set_index("seed")[metric]
+        rows = rows.sub(base)
+    passes = (lambda v: v > line) if spec["direction"] == "higher" else (lambda v: v < line)
+    bad = [f"seed {seed} ({_fmt(v) if math.isfinite(v) else 'no value'})"
+           for seed, v in rows.astype(float).items() if not (math.isfinite(v) and passes(v))]
+    return ", ".join(bad) + f" (the line: {_fmt(line)})" if bad else "no seed"
+
+
 def check_claim(spec: dict, records: pd.DataFrame) -> dict:
     name = f"claim {spec.get('id', '?')!r}"
     _validate(spec, name)
@@ -135,8 +148,12 @@ def check_claim(spec: dict, records: pd.DataFrame) -> dict:
                                "verdict": UNTESTABLE if p_reason else p_verdict}
         if p_reason or p_verdict != HOLDS:
             what = pre.get("claim") or f"{pre['metric']} {pre['direction']}"
-            measured = f"{p_against} = {_fmt(p_est.value)} [{_fmt(p_est.lo)}, {_fmt(p_est.hi)}]"
-            reason = f"precondition not met ({what}): {measured}, {p_reason or p_verdict}"
+            if pre["test"] in GATES and not p_reason:   # a gate: name the seeds that fail it
+                measured = f"{p_against} fails on {_failing_seeds(pre, records, pname)}"
+                reason = f"precondition not met ({what}): {measured}"
+            else:
+                measured = f"{p_against} = {_fmt(p_est.value)} [{_fmt(p_est.lo)}, {_fmt(p_est.hi)}]"
+                reason = f"precondition not met ({what}): {measured}, {p_reason or p_verdict}"
     est, against, result = _evaluate(spec, records, name)
     reason = reason or _too_few(est, spec["test"])
     out.update({"kind": kind, "estimate": est.as_dict(), "compared": against,

@@ -234,17 +234,22 @@ def one_sample(values, test: str, lo=None, hi=None) -> Estimate:
     if test == "fit":
         return aggregate(values, "fit", lo, hi)
     if test == "every_seed":
-        return _every_seed(_clean(values), "values")
+        return _every_seed(np.asarray(values, dtype=float).ravel(), "values")
     raise ValueError(f"unknown test {test!r}; use {', '.join(MIN_N)}")
 
 
 def _every_seed(x: np.ndarray, what: str) -> Estimate:
     """The mean with the seeds' range as its interval: a verdict of `holds` then means every seed is on
-    the claimed side, `not reproduced` that every seed is on the other side."""
-    if x.size == 0:
-        return Estimate(float("nan"), float("nan"), float("nan"), 0, "every_seed")
-    return Estimate(float(x.mean()), float(x.min()), float(x.max()), x.size,
-                    f"every seed: the range of the {x.size} seeds' {what} (a gate, not a 95% interval)")
+    the claimed side, `not reproduced` that every seed is on the other side. A seed without a value
+    fails the gate (its interval is then undefined, so the verdict is never `holds`)."""
+    finite = x[np.isfinite(x)]
+    if finite.size == 0:
+        return Estimate(float("nan"), float("nan"), float("nan"), int(x.size), "every_seed")
+    missing = x.size - finite.size
+    lo, hi = (float(finite.min()), float(finite.max())) if not missing else (float("nan"), float("nan"))
+    return Estimate(float(finite.mean()), lo, hi, int(x.size),
+                    f"every seed: the range of the {x.size} seeds' {what} (a gate, not a 95% interval)"
+                    + (f"; {missing} seed(s) without a value fail it" if missing else ""))
 
 
 def effect(method, baseline, test: str, method_lo=None, method_hi=None, base_lo=None, base_hi=None,
@@ -273,8 +278,7 @@ def effect(method, baseline, test: str, method_lo=None, method_hi=None, base_lo=
         if m.shape != b.shape:
             raise ValueError("paired test needs the same seeds for method and baseline")
         if test == "every_seed":
-            keep = np.isfinite(m) & np.isfinite(b)
-            return _every_seed(m[keep] - b[keep], "differences")
+            return _every_seed(m - b, "differences")
         keep = np.isfinite(m) & np.isfinite(b)
         diff = m[keep] - b[keep]
         return Estimate(float(diff.mean()) if diff.size else float("nan"), *_t_interval(diff), diff.size,
