@@ -125,9 +125,79 @@ def test_scorers():
     assert full.mcq_choice("B", opts) == "B" and full.mcq_choice("The answer is B.", opts) == "B"
     assert full.mcq_choice("a dog", opts) == "B" and full.mcq_choice("A or B", opts) is None
     assert full.anls("hello", ["hello"]) == 1.0 and full.anls("xyz", ["hello"]) == 0.0
+    # VLMEvalKit anls_compute + hit_calculate: 1 - min distance, zeroed below 0.5 (0.5 itself is kept);
+    # "Hello  World" vs "hello world": case and whitespace are normalised
+    assert full.anls("Hello  World", ["hello world"]) == 1.0 and full.anls("ab", ["ac"]) == 0.5
     assert full.relaxed("10.2", ["10"]) == 1.0 and full.relaxed("12", ["10"]) == 0.0
-    assert full.score({"type": "VQA", "answer": ["yes"]}, "Yes", "yes_no") == 1.0
-    assert full.score({"type": "VQA", "answer": ["stop"] * 3 + ["halt"]}, "stop", "vqa") == 1.0
+
+
+def test_scorers_follow_vlmevalkit():
+    """Each case quotes the VLMEvalKit function it follows (open-compass/VLMEvalKit at 0a04a1d)."""
+    # vqa_eval.process_line(method='vqa_score') + hit_calculate('TextVQA'):
+    #   for each gt i: acc = min(1, len([g for j, g in enumerate(gts) if j != i and g == pred]) / 3); mean
+    ten = ["stop"] * 3 + ["halt"] * 7
+    assert full.score({"type": "VQA", "answer": ten}, "stop", "vqa") == pytest.approx(0.9)
+    assert full.score({"type": "VQA", "answer": ["stop"] * 4 + ["halt"] * 6}, "stop", "vqa") == 1.0
+    assert full.score({"type": "VQA", "answer": ["stop"] + ["halt"] * 9}, "stop", "vqa") == pytest.approx(0.3)
+    assert full.score({"type": "VQA", "answer": ["halt"] * 10}, "stop", "vqa") == 0.0
+    # process_answer: punctuation, number words, articles ("The Two." -> "2")
+    assert full.process_answer("The Two.") == "2" and full.process_answer("a dog!") == "dog"
+    assert full.vqa_score("Two", ["2"] * 10) == 1.0
+    # yorn.YOrN_Extraction: 'yes' in words and 'no' not in words -> Yes; both or neither -> Unknown
+    assert full.yorn_extraction("The answer is yes.") == "Yes" and full.yorn_extraction("No, it is not.") == "No"
+    assert full.yorn_extraction("yes or no") == "Unknown" and full.yorn_extraction("maybe") == "Unknown"
+    assert full.score({"type": "VQA", "answer": ["Yes"]}, "The answer is yes.", "yes_no") == 1.0
+    assert full.score({"type": "VQA", "answer": ["No"]}, "The answer is yes.", "yes_no") == 0.0
+    assert full.chance({"type": "VQA", "answer": ["Yes"]}, "yes_no") == 0.5
+    assert full.chance({"type": "VQA", "answer": ["x"]}, "vqa") == 0.0
+    assert full.chance({"type": "MCQ", "options": {"A": 1, "B": 2, "C": 3, "D": 4}}) == 0.25
+    # vqa_eval.relaxed_correctness: "if text.endswith('%'): return float(text.rstrip('%')) / 100.0";
+    # within 5% of a non-zero target, else case-insensitive exact match; max over answers (ChartQA)
+    assert full.relaxed("50%", ["0.5"]) == 1.0 and full.relaxed("0.5", ["50%"]) == 1.0
+    assert full.relaxed("50", ["0.5"]) == 0.0 and full.relaxed("0", ["0"]) == 1.0
+    assert full.relaxed("Blue", ["blue"]) == 1.0 and full.relaxed("1,000", ["1000"]) == 0.0
+    # process_line(method='accuracy') (GQA): strip + lower exact match, no punctuation handling
+    assert full.score({"type": "VQA", "answer": ["Yes"]}, " yes ", "accuracy") == 1.0
+    assert full.score({"type": "VQA", "answer": ["yes"]}, "yes.", "accuracy") == 0.0
+    # default branch (here: MathVista / MMMU open answers): process_answer equality
+    assert full.score({"type": "VQA", "answer": ["3.5"]}, "3.5.", "exact") == 1.0
+    with pytest.raises(ValueError, match="unknown metric"):
+        full.score({"type": "VQA", "answer": ["x"]}, "x", "nope")
+
+
+def test_item_bootstrap_intervals():
+    """One greedy pass: the summary metrics get 95% intervals over items resampled within benchmarks."""
+    rng = np.random.default_rng(0)
+    n = 400
+    cat = np.array(["b1", "b2"] * (n // 2))
+    base = rng.random(n) < 0.8
+    test = np.stack([base, base & (rng.random(n) < 0.5), base])   # keeps (1,1), (1,0), (0,1)
+    keeps = [(1, 1), (1, 0), (0, 1)]
+    groups = {"b1": ("b1",), "b2": ("b2",), "overall": ("b1", "b2")}
+    ch = {"b1": 0.0, "b2": 0.0}
+    lohi = full.item_intervals(test, cat, test, cat, keeps, ("e1", "e2"), ch, groups, 200, 0)
+    rec = {r["category"]: r for r in analysis.mask_records(test, cat, test, cat, keeps, ("e1", "e2"), "zero", 0, ch,
+                                                            groups=groups) if r["kind"] == "summary"}
+    lo, hi = lohi[("overall", "cur_max")]
+    assert lo < rec["overall"]["cur_max"] < hi and 0.3 < lo and hi < 0.7   # masking e2 halves accuracy: CUR ~0.5
+    assert lohi[("overall", "cur_min")] == (0.0, 0.0)
+
+
+def test_multi_image_rows(tmp_path):
+    """VLMEvalKit image_base.py reads a multi-image cell with toliststr: a list literal of base64 images."""
+    a, b = _b64_png(10), _b64_png(10, 30)
+    path = tmp_path / "MMMU_DEV_VAL.tsv"
+    _write(path, [{"index": 1, "image": str([a, b]), "question": "Compare <image 1> and <image 2>", "A": "x",
+                   "B": "y", "answer": "A", "category": "art"},
+                  {"index": 2, "image": a, "question": "One", "A": "x", "B": "y", "answer": "B", "category": "art"}])
+    rows = list(minimme.iter_rows(path))
+    assert rows[0]["images"] == [a, b] and rows[0]["image"] == a and rows[1]["images"] == [a]
+    info = minimme.write_items(path, tmp_path / "prep" / "MMMU_DEV_VAL.jsonl", "knowledge")
+    assert info == {"items": 2, "skipped": 0}
+    items = [json.loads(line) for line in open(tmp_path / "prep" / "MMMU_DEV_VAL.jsonl")]
+    assert items[0]["images"] == ["MMMU_DEV_VAL/1.img", "MMMU_DEV_VAL/1_1.img"]
+    px = [np.asarray(minimme.decode_image_file(tmp_path / "prep" / f))[0, 0, 0] for f in items[0]["images"]]
+    assert px[0] != px[1]
     with pytest.raises(NotImplementedError, match="Eagle-X4/X5"):
         full.family("eagle")
 
@@ -200,7 +270,7 @@ def test_full_scale_path_offline(static_server, tmp_path):
                      "checkpoints": {"dsvl": {"source": str(tmp_path / "dsvl"), "revision": None,
                                               "family": "deepseek_vl_hybrid", "dtype": "float32"},
                                      "x5": {"source": "NVEagle/Eagle-X5-7B", "revision": None, "family": "eagle"}}},
-           "eval": {"batch_size": 2, "max_new_tokens": 3, "max_items": None, "sampling": None}}
+           "eval": {"batch_size": 2, "max_new_tokens": 3, "max_items": None, "sampling": None, "n_boot": 20}}
     job = SimpleNamespace(cfg=cfg, dataset="minimme", out_dir=raw, log=lambda *a, **k: None, seeds=[0],
                           raw_dir=lambda ds=None: raw, prepared_dir=lambda ds=None: prep,
                           units=lambda keys, work: {k: work(k) for k in keys})
@@ -237,6 +307,11 @@ def test_full_scale_path_offline(static_server, tmp_path):
     assert {r["checkpoint"] for r in res} == {"dsvl"} and {r["world"] for r in res} == {"asymmetric"}
     curs = [r for r in res if r["kind"] == "cur" and r["category"] == "overall"]
     assert [r["encoder"] for r in curs] == list(full.DeepseekVLHybrid.encoders)
+    # one greedy pass: the claims' intervals are item-bootstrap ones on the summary records (test fit)
+    assert {f"{m}_{e}" for m in full.INTERVAL_METRICS for e in ("lo", "hi")} <= set(summ["overall"])
+    # a multi-image row is decoded into all its images, one placeholder each
+    two = runner.generate([[img, img], img], ["first", "second"], 2, None, 0)
+    assert len(two) == 2 and all(isinstance(t, str) for t in two)
     cfg["model"]["run"] = ["x5"]
     with pytest.raises(NotImplementedError, match="Eagle-X4/X5"):
         stages.evaluate(job)

@@ -154,6 +154,22 @@ def _answers(raw: str) -> list[str]:
     return [raw]
 
 
+def _image_list(img: str, kept: dict) -> list[str]:
+    """The images of one row: VLMEvalKit's image_base.py reads a multi-image cell (MMMU) with
+    `toliststr`, a Python list literal of base64 strings (or row indices); a single cell is one image."""
+    s = img.strip()
+    if s.startswith("[") and s.endswith("]"):
+        import ast
+
+        try:
+            got = ast.literal_eval(s)
+        except (ValueError, SyntaxError):
+            return [img]
+        if isinstance(got, (list, tuple)) and got:
+            return [kept.get(str(x).strip(), "") if _is_ref(str(x)) else str(x) for x in got]
+    return [img]
+
+
 def iter_rows(path: Path):
     """Yield the rows of a VLMEvalKit TSV as dicts: index, image (base64, references resolved),
     question, hint, options ({letter: text}), answer (MCQ: the letter; else the accepted answers),
@@ -183,8 +199,9 @@ def iter_rows(path: Path):
             if not img or (options and (answer not in options or len(options) < 2)):
                 yield None
                 continue
-            yield {"index": idx, "image": img, "question": row.get("question", ""), "hint": hint,
-                   "options": options, "answer": answer if options else _answers(answer),
+            images = _image_list(img, kept)
+            yield {"index": idx, "image": images[0], "images": images, "question": row.get("question", ""),
+                   "hint": hint, "options": options, "answer": answer if options else _answers(answer),
                    "type": "MCQ" if options else "VQA", "category": row.get("category", "")}
 
 
@@ -257,12 +274,15 @@ def write_items(path: Path, out: Path, group: str) -> dict:
             if row is None:
                 skipped += 1
                 continue
-            name = f"{row['index']}.img"
-            target = img_dir / name
-            if not target.exists():
-                target.write_bytes(base64.b64decode(row["image"]))
+            names = []
+            for k, b64 in enumerate(row["images"]):   # multi-image rows (MMMU): one file per image
+                name = f"{row['index']}.img" if k == 0 else f"{row['index']}_{k}.img"
+                target = img_dir / name
+                if not target.exists():
+                    target.write_bytes(base64.b64decode(b64))
+                names.append(f"{img_dir.name}/{name}")
             f.write(json.dumps({"index": row["index"], "prompt": build_prompt(row), "answer": row["answer"],
                                 "options": row["options"], "type": row["type"], "group": group,
-                                "category": row["category"], "image": f"{img_dir.name}/{name}"}) + "\n")
+                                "category": row["category"], "image": names[0], "images": names}) + "\n")
             n += 1
     return {"items": n, "skipped": skipped}
