@@ -2,8 +2,10 @@
 GRPO's group advantage, CCA's consensus rule and its correctness-gated bonus, EVR's prefix branching,
 the seed-batched training, and the full-scale path offline: both VQA-RAD-layout parquets (JPEG bytes)
 from a loopback server, sha256-pinned, read by the RGB loader; a tiny Qwen2.5-VL built from its
-config (save_pretrained) with LoRA: rollouts with a zoom turn (crop re-encoded as a new image), a
-real forward/backward and one GRPO update, EVR branches and CCA's pseudo box.
+config (save_pretrained) with LoRA: rollouts with a DeepEyes tool call (the crop of the smart-resized
+view re-encoded as a new image), DeepEyes' reward, a real forward/backward and one GRPO update, EVR
+branches within the turn budget, CCA's pseudo box, the logged branch and fire rates, and batched
+(left-padded) generation equal to one trajectory at a time under greedy decoding.
 The smoke pipeline is tests/test_contract.py's."""
 import hashlib
 import io
@@ -181,7 +183,8 @@ def _tiny_qwen25_vl(folder):
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    core.train_from_iterator(["<zoom>[0, 0, 20, 20]</zoom> <answer>yes</answer> no left system user"] * 20,
+    core.train_from_iterator(['<tool_call>{"name": "image_zoom_in_tool", "arguments": {"bbox_2d": [0, 0, 20, 20]}}'
+                              "</tool_call> <answer>yes</answer> no left system user"] * 20,
                              trainers.BpeTrainer(vocab_size=300, special_tokens=special,
                                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
@@ -208,17 +211,24 @@ def test_full_scale_vlm_zoom_turn_grpo_step_evr_cca(tiny_vlm_dir):
     from iclr26.papers.medvr import vlm
 
     folder = tiny_vlm_dir
-    spec = {"temperature": 1.0, "max_new_tokens": 6, "max_turns": 2, "min_crop": 28, "crop_side": 56,
-            "min_pixels": 28 * 28 * 4, "max_pixels": 56 * 56 * 4}
+    spec = {"temperature": 1.0, "max_new_tokens": 6, "max_turns": 2, "min_crop": 28,
+            "min_pixels": 28 * 28 * 4, "max_pixels": 56 * 56 * 4, "max_length": 4096}
     t = {"lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}, "group": 2, "group_matched": 3,
          "batch": 1, "steps": 1, "lr": 1e-2, "grad_clip": 1.0, "evr_tau": 0.0, "cca_lambda": 0.5,
          "cca_min_correct": 1, "cca_agree": 0.0}
     agent = vlm.load_agent(str(folder), spec, t, "cpu")
     image = Image.fromarray((np.random.default_rng(0).random((60, 80, 3)) * 255).astype(np.uint8))
-    # a zoom turn: the box is given (a random model rarely writes one), the crop comes back as an image turn
-    zoomed = agent.rollout(agent.start(image, "is it?"), image, False, True, forced="<zoom>[0, 0, 30, 20]</zoom>")
-    assert len(zoomed.images) == 2 and zoomed.boxes[0] == [0, 0, 30, 28] and len(zoomed.texts) == 2
-    assert vlm.zoom(image, [0, 0, 30, 20], 28, 56).size == (60, 56)   # 30 x 28 (min crop), short side 56
+    # a zoom turn: DeepEyes' tool call is given (a random model rarely writes one); the crop of the
+    # model's view (80 x 60 smart-resized to 84 x 56) comes back as an image turn
+    call = '<tool_call>\n{"name": "image_zoom_in_tool", "arguments": {"bbox_2d": [0, 0, 30, 20]}}\n</tool_call>'
+    assert vlm.parse_zoom(call) == [0, 0, 30, 20] and vlm.parse_zoom("<tool_call>{bad</tool_call>") is None
+    zoomed = agent.rollout(agent.start(image, "is it?"), image, False, True, forced=call)
+    assert zoomed.view.size == (84, 56) and len(zoomed.images) == 2 and len(zoomed.texts) == 2
+    assert zoomed.boxes[0] == [0, 0, 30, 28] and vlm.zoom(zoomed.view, [0, 0, 30, 20], 28).size == (30, 28)
+    # DeepEyes' reward: 0.8 acc + 0.2 format + 1.2 (tool and correct)
+    assert vlm.deepeyes_reward(["<answer>Yes</answer>"], "yes", True) == (2.0, 1.0)
+    assert vlm.deepeyes_reward(["<answer>yes</answer>"], "yes", False) == (0.8, 1.0)
+    assert vlm.deepeyes_reward(["no answer"], "yes", True) == (-0.2, 0.0)
     plain = agent.rollout(agent.start(image, "is it?"), image, False, True)
     zoomed.reward, plain.reward = 1.0, 0.0
     lora = [p for n, p in agent.model.named_parameters() if "lora_B" in n]
@@ -228,14 +238,39 @@ def test_full_scale_vlm_zoom_turn_grpo_step_evr_cca(tiny_vlm_dir):
     # EVR (tau 0): every rollout branches from its prefix with a forced new zoom; CCA's pseudo box
     trajs = vlm.group_rollouts(agent, image, "is it?", "yes", "medvr", t)
     assert len(trajs) == 4 and [tr.parent for tr in trajs[2:]] == [0, 1]
-    assert all(tr.texts[-1].startswith("<zoom>[") and sum(tr.sampled[:tr.prefix_len]) == 0 for tr in trajs[2:])
+    assert all(tr.texts[-1].startswith(vlm.TOOL_OPEN) and sum(tr.sampled[:tr.prefix_len]) == 0 for tr in trajs[2:])
+    assert all(len(tr.texts) <= spec["max_turns"] for tr in trajs)   # a branch counts its prefix's turns
     for tr, r in zip(trajs, (1.0, 0.0, 1.0, 0.0)):
-        tr.reward = r
+        tr.reward = tr.acc = r
     adv = vlm.token_advantages(trajs, "medvr", t)
     assert len(adv) == 4 and all(len(a) == len(tr.ids) for a, tr in zip(adv, trajs))
     assert vlm.consensus_box([[0, 0, 10, 10], [0, 0, 12, 10], None], [1, 1, 1], 2, 0.5) == [0, 0, 11, 10]
     res = vlm.evaluate(agent, {"images": [image], "questions": ["is it?"], "answers": ["yes"]}, True)
     assert 0.0 <= res["accuracy"] <= 1.0
+    # the mechanisms' rates: every rollout branched (tau 0); CCA fires once a correct rollout has a box
+    assert vlm.cca_pseudo(trajs, {**t, "cca_min_correct": 3}) is None
+    trajs[0].boxes[0] = [0, 0, 30, 28]
+    stats = vlm.grpo_step(agent, torch.optim.SGD(lora, lr=0.0), [trajs], "medvr", t)
+    assert stats["evr_branch_rate"] == 1.0 and stats["cca_fire_rate"] == 1.0
+
+
+def test_batched_generation_equals_one_at_a_time(tiny_vlm_dir):
+    """A group's rollouts in one left-padded generate call give the same greedy tokens and entropies
+    as one trajectory at a time (different prompt lengths and image sizes, so padding is exercised)."""
+    from iclr26.papers.medvr import vlm
+
+    spec = {"temperature": 1.0, "max_new_tokens": 8, "max_turns": 1, "min_crop": 28,
+            "min_pixels": 28 * 28 * 4, "max_pixels": 56 * 56 * 4}
+    agent = vlm.load_agent(str(tiny_vlm_dir), spec, None, "cpu")
+    rng = np.random.default_rng(1)
+    images = [Image.fromarray((rng.random((h, w, 3)) * 255).astype(np.uint8)) for h, w in ((60, 80), (56, 56))]
+    questions = ["is it?", "is there a lesion in the left lung?"]
+    one = [agent.rollout(agent.start(im, q), im, True, True) for im, q in zip(images, questions)]
+    both = agent.rollouts([agent.start(im, q) for im, q in zip(images, questions)], True, True)
+    assert len(one[0].ids) != len(one[1].ids) or one[0].view.size != one[1].view.size
+    for a, b in zip(one, both):
+        assert a.ids == b.ids and a.sampled == b.sampled and a.texts == b.texts
+        assert np.allclose(a.entropy, b.entropy, atol=1e-4)
 
 
 def test_full_scale_pipeline_offline(workdir, static_server, tiny_vlm_dir):
@@ -249,7 +284,7 @@ def test_full_scale_pipeline_offline(workdir, static_server, tiny_vlm_dir):
     where.mkdir(parents=True)
     model = tiny_vlm_dir
     overrides = [f"data.vqa_rad.endpoint={base}", "data.vqa_rad.hub_id=org/vqa", f"data.vqa_rad.revision={'0' * 40}",
-                 f"model.source={model}", "device=cpu", "vlm.max_new_tokens=4", "vlm.max_turns=2", "vlm.crop_side=56",
+                 f"model.source={model}", "device=cpu", "vlm.max_new_tokens=4", "vlm.max_turns=2",
                  f"vlm.min_pixels={28 * 28 * 4}", f"vlm.max_pixels={56 * 56 * 4}", "train.steps=1", "train.batch=1",
                  "train.group=2", "train.evr_tau=0.0", "train.lora.r=2", "train.activation_checkpointing=false",
                  "data.vqa_rad.n_test=2"]
@@ -264,6 +299,7 @@ def test_full_scale_pipeline_offline(workdir, static_server, tiny_vlm_dir):
     assert units["medvr_0"]["rollouts_per_question"] == 4.0   # G 2 + 2 EVR branches (tau 0)
     records = read_json(run_stage("evaluate", "medvr", "full", overrides, **job))["records"]
     assert len(records) == 1 and records[0]["rollouts_per_question"] == 4.0 and 0 <= records[0]["accuracy"] <= 1
+    assert records[0]["evr_branch_rate"] == 1.0 and 0 <= records[0]["cca_fire_rate"] <= 1   # tau 0: all branch
     base_row = read_json(run_stage("evaluate", "medvr", "full", overrides, method="base_random_zoom",
                                    seed_block="s0"))["records"]
     assert base_row[0]["rollouts_per_question"] == 1.0

@@ -15,8 +15,9 @@ Arms (card section 6, with the audit's corrections):
                 rollout's prefix (its first zoom and crop) and re-grounds: a second zoom drawn from
                 the zoom policy with the first cell excluded (the region already seen), answered on
                 the new crop. The branch joins the group as a rollout (prefix zoom, zoom 2, answer 2);
-                the shared prefix zoom is credited once, with the mean of the advantages of the
-                rollouts that share it (tree rollouts as in entropy-branching agentic RL, ARPO)
+                the shared prefix zoom is credited once, with its own rollout's advantage only (the
+                branch rejects that cell and answers on crop 2 alone, so its outcome says nothing
+                about zoom 1; post hoc, audit 02b N6)
   cca           Consensus Credit Assignment: the consensus cell is the mode of the zooms of the
                 group's correct rollouts, used when at least `min_correct` are correct and a
                 fraction >= `agree` of them share it; the zoom step's advantage is computed from
@@ -183,9 +184,9 @@ def train_arm(arm: str, glob, crops, labels, base: list[np.ndarray], n_classes: 
         if use_evr:
             a1, a2 = adv[..., :G], adv[..., G:]
             z1, z2 = adv_zoom[..., :G], adv_zoom[..., G:]
-            # the shared prefix zoom: once, with the mean advantage of the rollouts that share it
-            prefix = torch.where(branch.bool(), (z1 + z2) / 2, z1)
-            terms = (a1.detach() * lpa + prefix.detach() * lpz
+            # the shared prefix zoom: credited with its own rollout's advantage only (the branch rejects
+            # cell 1 and answers on crop 2 alone, so its outcome says nothing about zoom 1)
+            terms = (a1.detach() * lpa + z1.detach() * lpz
                      + branch * (a2.detach() * da2.log_prob(ans2) + z2.detach() * dz2.log_prob(cell2)))
         else:
             terms = adv.detach() * lpa + adv_zoom.detach() * lpz

@@ -154,7 +154,10 @@ def _train_vlm(job) -> dict:
         ckpt.clear()
         rollouts = float(np.mean([c["rollouts_per_question"] for c in curve]))
         return {"rollouts_per_question": rollouts, "last_reward": curve[-1]["reward"],
-                "tool_rate": float(np.mean([c["tool_rate"] for c in curve]))}
+                "tool_rate": float(np.mean([c["tool_rate"] for c in curve])),
+                # how often the mechanisms act (audit 02b N3): printed beside the uncalibrated knobs
+                "evr_branch_rate": float(np.mean([c.get("evr_branch_rate", 0.0) for c in curve])),
+                "cca_fire_rate": float(np.mean([c.get("cca_fire_rate", 0.0) for c in curve]))}
     return {"units": job.units([f"{job.method}_{s}" for s in job.seeds], work)}
 
 
@@ -173,7 +176,9 @@ def _evaluate_vlm(job) -> dict:
                         "entropy_sd": res["entropy_sd"],
                         "rollouts_per_question": float(train_info.get("rollouts_per_question", 1.0)),
                         "accuracy_closed": res["accuracy_closed"], "accuracy_open": res["accuracy_open"],
-                        "tool_rate": res["tool_rate"]})
+                        "tool_rate": res["tool_rate"],
+                        "evr_branch_rate": float(train_info.get("evr_branch_rate", 0.0)),
+                        "cca_fire_rate": float(train_info.get("cca_fire_rate", 0.0))})
     return {"records": records}
 
 

@@ -1,13 +1,14 @@
 """Fix CCA's knobs and the compute-matched group size on tune seeds, before the evaluation seeds run.
 
-    python -m iclr26.papers.medvr.tune [--scale tiny] [--out results/medvr_tune.json]
+    python -m iclr26.papers.medvr.tune [--scale tiny] [--out src/iclr26/papers/medvr/tune_tiny.json]
 
 Calibration data (data seed `tune.data_seed`, not the pipeline's) and tune seeds (`tune.seeds`, 100+,
 never evaluation seeds): each CCA setting in `tune.cca_grid` (lambda x consensus rule [min correct, agreement]) is
 trained with the tiny recipe and scored on the calibration data's *test* split; the best mean
 accuracy is the setting the config fixes. EVR's rollouts per question on the same seeds give the
-compute-matched outcome-GRPO group (ceil). The output is printed and written as JSON; the config
-quotes it (paper/medvr.yaml, comments)."""
+compute-matched outcome-GRPO group (ceil). The output is printed and written as JSON (by default
+next to this file, tune_tiny.json, kept with the code); the config quotes it (paper/medvr.yaml).
+About 40 CPU-s at tiny scale."""
 from __future__ import annotations
 
 import argparse
@@ -65,7 +66,7 @@ def main(argv=None) -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", default="tiny")
-    ap.add_argument("--out", default="results/medvr_tune.json")
+    ap.add_argument("--out", default=str(Path(__file__).with_name("tune_tiny.json")))
     args = ap.parse_args(argv)
     cfg = compose_job_config("medvr", args.scale)
     result = tune(cfg)

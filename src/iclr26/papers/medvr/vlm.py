@@ -7,35 +7,59 @@ prefix, and CCA gives the tool-call tokens their own advantage. None of these fi
 reward-function interface, so the rollout loop and the loss are here (the model, the processor and
 LoRA are transformers' and peft's).
 
-Trajectory format (Qwen2.5-VL's chat format, written literally so the token ids are built piece by
-piece: what the policy sampled is exactly what is scored, never re-tokenised):
-    <|im_start|>system SYSTEM<|im_end|> <|im_start|>user <image> question<|im_end|>
-    <|im_start|>assistant  ... <zoom>[x1, y1, x2, y2]</zoom><|im_end|>          (a tool call)
-    <|im_start|>user <crop image> TOOL_NOTE<|im_end|> <|im_start|>assistant ... <answer>a</answer><|im_end|>
-The zoom tool crops the box (pixel coordinates of the original image, clamped, at least
-`min_crop` px) and resizes it so its short side is `crop_side` px: a new image turn.
+Trajectory format (Qwen2.5-VL's chat format with Qwen's function-calling block and DeepEyes' tool,
+written literally so the token ids are built piece by piece: what the policy sampled is exactly
+what is scored, never re-tokenised):
+    <|im_start|>system SYSTEM (# Tools ... image_zoom_in_tool ...)<|im_end|>
+    <|im_start|>user <image> question<|im_end|>
+    <|im_start|>assistant ... <tool_call>{"name": "image_zoom_in_tool", "arguments": {"bbox_2d": [x1, y1, x2, y2]}}
+    </tool_call><|im_end|>                                                         (a tool call)
+    <|im_start|>user <tool_response><crop image></tool_response><|im_end|>
+    <|im_start|>assistant ... <answer>a</answer><|im_end|>
+The image is smart-resized once (Qwen's rule: multiples of 28 px within [min_pixels, max_pixels]) and
+that copy is what the model sees and what the tool crops (as verl/DeepEyes crop the fetched, resized
+image), so the box's pixel coordinates are the model's own frame. The tool clamps the box (at least
+`min_crop` px a side) and returns the crop as a new image turn (the processor's min_pixels upsamples
+small crops; no other resize). Rollouts of a group are generated together: one left-padded
+`generate` call per turn for all trajectories still running.
+Reward (every arm, DeepEyes' vl_agent reward): 0.8 acc + 0.2 format + 1.2 1[tool used and acc],
+format = -1 when the <answer> tags are unbalanced or missing; acc = exact match after normalisation
+(DeepEyes asks an LLM judge; none is run here). global_only has no tool, so its tool term is 0.
 GRPO: group-normalised rewards, on-policy single step (ratio 1, no clipping, no KL, as DeepEyes'
 recipe sets KL to 0); loss = -sum over sampled tokens of A_token * log pi(token) / sampled tokens.
-EVR: a rollout whose final turn's mean token entropy exceeds tau branches from the state before
-that turn with a forced new zoom ("<zoom>[" is given, not sampled); the prefix tokens are credited
-once with the mean advantage of the rollouts sharing them. CCA: pseudo box = coordinate-wise median
-of the correct rollouts' last boxes (at least `cca_min_correct`, mean IoU to it >= `cca_agree`);
-the tool-call tokens' reward is r + lambda r IoU(box, pseudo box) (paid on correct answers only).
+EVR: a rollout whose final turn's mean token entropy exceeds tau, and that has a turn left after a
+new zoom, branches from the state before that turn with a forced new tool call (its opening is
+given, not sampled); the branch counts its turns from the prefix (at most `max_turns` in all); the
+prefix tokens are credited once with the mean advantage of the rollouts sharing them. CCA: pseudo
+box = coordinate-wise median of the correct rollouts' last boxes (at least `cca_min_correct`, mean
+IoU to it >= `cca_agree`); the tool-call tokens' reward is R + lambda acc IoU(box, pseudo box)
+(paid on correct answers only). grpo_step logs how often CCA's pseudo box exists (cca_fire_rate)
+and how often EVR branches (evr_branch_rate).
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-SYSTEM = ("You answer questions about a medical image. To look closer, call the zoom tool with a box in "
-          "pixel coordinates of the image: <zoom>[x1, y1, x2, y2]</zoom>; the zoomed region comes back as a "
-          "new image. Give the final answer as <answer>...</answer>.")
-TOOL_NOTE = "Zoomed region returned by the tool."
-ZOOM_RE = re.compile(r"<zoom>\s*\[\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*,"
-                     r"\s*(-?\d+(?:\.\d+)?)\s*\]\s*</zoom>")
+TOOL = {"type": "function", "function": {
+    "name": "image_zoom_in_tool",
+    "description": "Zoom in on a region of the image by cropping it to a bounding box.",
+    "parameters": {"type": "object", "required": ["bbox_2d"], "properties": {
+        "bbox_2d": {"type": "array", "items": {"type": "number"}, "minItems": 4, "maxItems": 4,
+                    "description": "The region as [x1, y1, x2, y2] in pixels of the image: (x1, y1) top left, "
+                                   "(x2, y2) bottom right."}}}}}
+SYSTEM = ("You answer questions about a medical image. Give the final answer as <answer>...</answer>.\n\n"
+          "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+          "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+          + json.dumps(TOOL) + "\n</tools>\n\nFor each function call, return a json object with function name "
+          "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+          '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>')
+TOOL_OPEN = '<tool_call>\n{"name": "image_zoom_in_tool", "arguments": {"bbox_2d": ['   # EVR's forced opening
+TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.S)
 
 
@@ -45,8 +69,39 @@ def normalise(text: str) -> str:
 
 
 def parse_zoom(text: str):
-    m = ZOOM_RE.search(text)
-    return [float(v) for v in m.groups()] if m else None
+    """The bbox_2d of the first image_zoom_in_tool call, or None (no call, bad JSON, bad box)."""
+    m = TOOL_CALL_RE.search(text)
+    if not m:
+        return None
+    try:
+        call = json.loads(m.group(1).strip())
+        box = call["arguments"]["bbox_2d"]
+        if call.get("name") != "image_zoom_in_tool" or len(box) != 4:
+            return None
+        return [float(v) for v in box]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def deepeyes_reward(texts: list, answer: str, used_tool: bool) -> tuple[float, float]:
+    """DeepEyes' reward (verl recipe/deepeyes reward_function.compute_score): 0.8 acc + 0.2 format +
+    1.2 1[tool used and acc]; format = -1 when the answer tags (over all turns) are unbalanced or there
+    is no answer.
+    Returns (reward, acc)."""
+    every = "".join(texts)
+    pred = answer_of_texts(texts)
+    acc = correct(pred, answer)
+    bad = every.count("<answer>") != every.count("</answer>") or pred is None or len(pred) >= 1000
+    acc = 0.0 if pred is not None and len(pred) >= 1000 else acc
+    return 0.8 * acc + 0.2 * (-1.0 if bad else 0.0) + 1.2 * float(used_tool and acc > 0.5), acc
+
+
+def answer_of_texts(texts: list):
+    for text in reversed(texts):
+        pred = parse_answer(text)
+        if pred is not None:
+            return pred
+    return None
 
 
 def parse_answer(text: str):
@@ -69,12 +124,18 @@ def clamp_box(box, width: int, height: int, min_crop: int) -> tuple[int, int, in
     return int(round(x1)), int(round(y1)), int(round(x1 + w)), int(round(y1 + h))
 
 
-def zoom(image, box, min_crop: int, crop_side: int):
-    """The tool: crop the (clamped) box and resize so the short side is crop_side px."""
-    x1, y1, x2, y2 = clamp_box(box, image.width, image.height, min_crop)
-    crop = image.crop((x1, y1, x2, y2))
-    scale = crop_side / min(crop.width, crop.height)
-    return crop.resize((max(1, round(crop.width * scale)), max(1, round(crop.height * scale))))
+def model_view(image, min_pixels: int, max_pixels: int):
+    """The image as the model sees it: Qwen2.5-VL's smart_resize (sides multiples of 28 within the
+    pixel range), done once here so the tool crops the same frame the box was written in."""
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+    h, w = smart_resize(image.height, image.width, factor=28, min_pixels=min_pixels, max_pixels=max_pixels)
+    return image if (w, h) == image.size else image.resize((w, h), resample=3)   # bicubic, as the processor
+
+
+def zoom(image, box, min_crop: int):
+    """The tool: crop the (clamped) box of the model's view; the processor sizes the crop."""
+    return image.crop(clamp_box(box, image.width, image.height, min_crop))
 
 
 def iou(a, b) -> float:
@@ -112,10 +173,13 @@ class Trajectory:
     entropy: list = field(default_factory=list)
     parent: int | None = None
     prefix_len: int = 0
+    view: object = None      # the smart-resized image the model sees (the tool crops it)
+    done: bool = False
 
     def copy_prefix(self, n_turns: int, n_tokens: int, n_images: int) -> Trajectory:
         return Trajectory(self.ids[:n_tokens], [0] * n_tokens, self.turn[:n_tokens], self.images[:n_images],
-                          self.texts[:n_turns], self.boxes[:n_turns], self.entropy[:n_turns], None, n_tokens)
+                          self.texts[:n_turns], self.boxes[:n_turns], self.entropy[:n_turns], None, n_tokens,
+                          self.view)
 
 
 class Agent:
@@ -126,6 +190,9 @@ class Agent:
         self.tok = processor.tokenizer
         self.training = False   # load_agent sets it when the model has trainable adapters
         self.im_end = self.tok.convert_tokens_to_ids("<|im_end|>")
+        # vision placeholders are never sampled (a sampled <|image_pad|> would have no image features)
+        self.no_vision = [self.tok.convert_tokens_to_ids(t) for t in
+                          ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")]
 
     def encode(self, text: str, image=None):
         """Token ids of a text piece (its <|image_pad|> expanded for the image) and the image's inputs."""
@@ -144,27 +211,34 @@ class Agent:
 
     def start(self, image, question: str) -> Trajectory:
         traj = Trajectory()
+        traj.view = model_view(image, self.spec["min_pixels"], self.spec["max_pixels"])
         self.extend(traj, f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n"
                           f"<|vision_start|><|image_pad|><|vision_end|>{question}<|im_end|>\n"
-                          f"<|im_start|>assistant\n", image)
+                          f"<|im_start|>assistant\n", traj.view)
         return traj
 
-    def vision(self, traj: Trajectory):
+    def vision(self, trajs: list):
         import torch
 
-        if not traj.images:
+        images = [v for tr in trajs for v in tr.images]
+        if not images:
             return {}
-        return {"pixel_values": torch.cat([v[0] for v in traj.images]).to(self.device),
-                "image_grid_thw": torch.cat([v[1] for v in traj.images]).to(self.device)}
+        return {"pixel_values": torch.cat([v[0] for v in images]).to(self.device),
+                "image_grid_thw": torch.cat([v[1] for v in images]).to(self.device)}
 
-    def generate_turn(self, traj: Trajectory, greedy: bool, forced: str = "") -> str:
-        """Sample one assistant turn (after `forced` text, which is given, not sampled); record its
-        tokens, the mean token entropy of the sampled part, and its text."""
+    def generate_turns(self, trajs: list, greedy: bool, forced: str = "") -> list[str]:
+        """Sample one assistant turn for each trajectory in one left-padded `generate` call (after
+        `forced` text, which is given, not sampled); record its tokens, the mean token entropy of the
+        sampled part, and its text."""
         import torch
 
         if forced:
-            self.extend(traj, forced)
-        ids = torch.tensor([traj.ids], device=self.device)
+            for tr in trajs:
+                self.extend(tr, forced)
+        L = max(len(tr.ids) for tr in trajs)
+        pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else self.im_end
+        ids = torch.tensor([[pad] * (L - len(tr.ids)) + tr.ids for tr in trajs], device=self.device)
+        mask = torch.tensor([[0] * (L - len(tr.ids)) + [1] * len(tr.ids) for tr in trajs], device=self.device)
         s = self.spec
         # plain sampling at the given temperature: the hub's generation_config (Qwen2.5-VL: top_k 1,
         # top_p 0.001) would make every rollout of a group the same, and GRPO's advantages zero
@@ -172,44 +246,71 @@ class Agent:
                                                         "top_p": 1.0, "top_k": 0}
         self.model.eval()   # the KV cache on (gradient checkpointing turns it off in train mode)
         with torch.no_grad():
-            out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **self.vision(traj),
+            out = self.model.generate(input_ids=ids, attention_mask=mask, **self.vision(trajs),
                                       **sampling, repetition_penalty=1.0, max_new_tokens=s["max_new_tokens"],
-                                      eos_token_id=self.im_end, pad_token_id=self.im_end,
+                                      eos_token_id=self.im_end, pad_token_id=pad, suppress_tokens=self.no_vision,
                                       output_logits=True, return_dict_in_generate=True)
-        new = out.sequences[0, ids.shape[1]:].tolist()
-        if self.im_end not in new:
-            new.append(self.im_end)
-        new = new[:new.index(self.im_end) + 1]
-        logits = torch.stack(out.logits[:len(new)], 1)[0].float() if out.logits else None
-        if logits is not None and len(logits):
-            p = torch.log_softmax(logits, -1)
-            ent = float(-(p.exp() * p).sum(-1).mean())
-        else:
-            ent = 0.0
-        k = len(traj.texts)
-        traj.ids += new
-        traj.sampled += [1] * len(new)
-        traj.turn += [k] * len(new)
-        text = forced + self.tok.decode(new, skip_special_tokens=True)
-        traj.texts.append(text)
-        traj.entropy.append(ent)
-        traj.boxes.append(None)
-        return text
+        logits_all = torch.stack(out.logits, 1).float() if out.logits else None   # [B, T, V]
+        texts = []
+        for b, tr in enumerate(trajs):
+            new = out.sequences[b, L:].tolist()
+            if self.im_end not in new:
+                new.append(self.im_end)
+            new = new[:new.index(self.im_end) + 1]
+            logits = logits_all[b, :len(new)] if logits_all is not None else None
+            if logits is not None and len(logits):
+                p = torch.log_softmax(logits, -1)
+                ent = float(-(p.exp() * p).sum(-1).mean())
+            else:
+                ent = 0.0
+            k = len(tr.texts)
+            tr.ids += new
+            tr.sampled += [1] * len(new)
+            tr.turn += [k] * len(new)
+            text = forced + self.tok.decode(new, skip_special_tokens=True)
+            tr.texts.append(text)
+            tr.entropy.append(ent)
+            tr.boxes.append(None)
+            texts.append(text)
+        return texts
+
+    def generate_turn(self, traj: Trajectory, greedy: bool, forced: str = "") -> str:
+        return self.generate_turns([traj], greedy, forced)[0]
+
+    def rollouts(self, trajs: list, greedy: bool, use_tool: bool, forced: str = "") -> list:
+        """Continue trajectories to an answer together: at most `max_turns` assistant turns in all
+        (a branch counts its prefix's turns); each tool call is answered with the zoomed crop of the
+        model's view as a new image turn; a trajectory stops before it would pass `max_length` tokens."""
+        s = self.spec
+        limit = s.get("max_length")
+        live = [tr for tr in trajs if len(tr.texts) < s["max_turns"]]
+        first = True
+        while live:
+            if limit:
+                for tr in live:
+                    tr.done = len(tr.ids) + s["max_new_tokens"] > limit
+                live = [tr for tr in live if not tr.done]
+                if not live:
+                    break
+            texts = self.generate_turns(live, greedy, forced if first else "")
+            first = False
+            nxt = []
+            for tr, text in zip(live, texts):
+                box = parse_zoom(text) if use_tool else None
+                if box is None or parse_answer(text) is not None or len(tr.texts) >= s["max_turns"]:
+                    continue
+                tr.boxes[-1] = list(clamp_box(box, tr.view.width, tr.view.height, s["min_crop"]))
+                self.extend(tr, "\n<|im_start|>user\n<tool_response><|vision_start|><|image_pad|><|vision_end|>"
+                                "</tool_response><|im_end|>\n<|im_start|>assistant\n",
+                            zoom(tr.view, box, s["min_crop"]))
+                nxt.append(tr)
+            live = nxt
+        return trajs
 
     def rollout(self, traj: Trajectory, image, greedy: bool, use_tool: bool, forced: str = "") -> Trajectory:
-        """Continue a trajectory to an answer: at most `max_turns` assistant turns; each tool call is
-        answered with the zoomed crop as a new image turn."""
-        s = self.spec
-        for k in range(s["max_turns"]):
-            text = self.generate_turn(traj, greedy, forced if k == 0 else "")
-            box = parse_zoom(text) if use_tool else None
-            if box is None or parse_answer(text) is not None or k == s["max_turns"] - 1:
-                break
-            traj.boxes[-1] = list(clamp_box(box, image.width, image.height, s["min_crop"]))
-            self.extend(traj, "\n<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>"
-                              f"{TOOL_NOTE}<|im_end|>\n<|im_start|>assistant\n",
-                        zoom(image, box, s["min_crop"], s["crop_side"]))
-        return traj
+        """One trajectory (the batched `rollouts` with a batch of one); `image` is kept for the
+        callers' signature: the tool crops the trajectory's own view."""
+        return self.rollouts([traj], greedy, use_tool, forced)[0]
 
     # ------------------------------------------------------------------------- scoring
     def token_logps(self, traj: Trajectory):
@@ -218,17 +319,13 @@ class Agent:
 
         ids = torch.tensor([traj.ids], device=self.device)
         self.model.train(self.training)   # train mode: gradient checkpointing on (no dropout in Qwen2.5-VL)
-        logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), **self.vision(traj)).logits
+        logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), **self.vision([traj])).logits
         logp = torch.log_softmax(logits[0, :-1].float(), -1)
         return logp.gather(1, ids[0, 1:, None])[:, 0]   # [T-1]: token t+1 given 0..t
 
 
 def answer_of(traj: Trajectory):
-    for text in reversed(traj.texts):
-        pred = parse_answer(text)
-        if pred is not None:
-            return pred
-    return None
+    return answer_of_texts(traj.texts)
 
 
 def last_box(traj: Trajectory):
@@ -237,36 +334,52 @@ def last_box(traj: Trajectory):
 
 
 def group_rollouts(agent: Agent, image, question: str, answer: str, arm: str, t: dict) -> list[Trajectory]:
-    """G rollouts of one question; EVR adds the branches of the uncertain ones."""
+    """G rollouts of one question, generated together; EVR adds the branches of the uncertain ones
+    (also generated together). Each trajectory gets DeepEyes' reward and its accuracy."""
     use_tool = arm != "global_only"
     G = t["group_matched"] if arm == "outcome_grpo_matched" else t["group"]
-    trajs = [agent.rollout(agent.start(image, question), image, False, use_tool) for _ in range(G)]
+    start = agent.start(image, question)
+    trajs = agent.rollouts([start] + [start.copy_prefix(0, len(start.ids), 1) for _ in range(G - 1)], False,
+                           use_tool)
+    for tr in trajs:
+        tr.prefix_len = 0
     if arm in ("evr", "medvr"):
+        branches = []
         for i in range(G):
             tr = trajs[i]
-            if tr.entropy[-1] <= t["evr_tau"]:
+            # the uncertain final turn is replaced by a new zoom and an answer: two turns must remain
+            if tr.entropy[-1] <= t["evr_tau"] or len(tr.texts) + 1 > agent.spec["max_turns"]:
                 continue
             # the state before the uncertain final turn: the prefix shared with the branch
             cut = tr.turn.index(len(tr.texts) - 1)
             n_images = 1 + sum(b is not None for b in tr.boxes[:-1])
             branch = tr.copy_prefix(len(tr.texts) - 1, cut, n_images)
             branch.parent = i
-            trajs.append(agent.rollout(branch, image, False, use_tool, forced="<zoom>["))
+            branches.append(branch)
+        if branches:
+            trajs += agent.rollouts(branches, False, use_tool, forced=TOOL_OPEN)
     for tr in trajs:
-        tr.reward = correct(answer_of(tr), answer)
+        tr.reward, tr.acc = deepeyes_reward(tr.texts, answer, len(tr.images) > 1)
     return trajs
+
+
+def cca_pseudo(trajs: list[Trajectory], t: dict):
+    """CCA's pseudo box for a group (None when the correct rollouts are too few or disagree)."""
+    return consensus_box([last_box(tr) for tr in trajs], [tr.acc for tr in trajs], t["cca_min_correct"],
+                         t["cca_agree"])
 
 
 def token_advantages(trajs: list[Trajectory], arm: str, t: dict) -> list[np.ndarray]:
     """Per-token advantages (0 on tokens not sampled in that trajectory)."""
     r = np.array([tr.reward for tr in trajs])
+    acc = np.array([getattr(tr, "acc", tr.reward) for tr in trajs])
     adv = group_advantage(r)
     adv_tool = adv
     if arm in ("cca", "medvr"):
         boxes = [last_box(tr) for tr in trajs]
-        pseudo = consensus_box(boxes, r, t["cca_min_correct"], t["cca_agree"])
-        bonus = np.array([rr * iou(b, pseudo) if pseudo is not None and b is not None else 0.0
-                          for b, rr in zip(boxes, r)])
+        pseudo = consensus_box(boxes, acc, t["cca_min_correct"], t["cca_agree"])
+        bonus = np.array([a * iou(b, pseudo) if pseudo is not None and b is not None else 0.0
+                          for b, a in zip(boxes, acc)])
         adv_tool = group_advantage(r + t["cca_lambda"] * bonus)
     out = []
     for i, tr in enumerate(trajs):
@@ -307,9 +420,15 @@ def grpo_step(agent: Agent, opt, groups: list[list[Trajectory]], arm: str, t: di
     torch.nn.utils.clip_grad_norm_([p for p in agent.model.parameters() if p.requires_grad], t["grad_clip"])
     opt.step()
     rewards = [tr.reward for g in groups for tr in g]
+    firsts = [tr for g in groups for tr in g if tr.parent is None]
     return {"loss": total, "reward": float(np.mean(rewards)),
+            "accuracy": float(np.mean([getattr(tr, "acc", tr.reward) for g in groups for tr in g])),
             "rollouts_per_question": len(rewards) / len(groups),
-            "tool_rate": float(np.mean([last_box(tr) is not None for g in groups for tr in g]))}
+            "tool_rate": float(np.mean([last_box(tr) is not None for g in groups for tr in g])),
+            # how often the mechanisms act (audit 02b N3): EVR's branches per first rollout, CCA's pseudo box
+            "evr_branch_rate": (len(rewards) - len(firsts)) / max(1, len(firsts)),
+            "cca_fire_rate": float(np.mean([cca_pseudo(g, t) is not None for g in groups]))
+            if arm in ("cca", "medvr") else 0.0}
 
 
 def load_agent(model_dir: str, spec: dict, train: dict | None, device: str, adapter_dir=None) -> Agent:
@@ -375,7 +494,7 @@ def evaluate(agent: Agent, rows: dict, use_tool: bool) -> dict:
     hits, closed, ents, tools = [], [], [], []
     for image, q, a in zip(rows["images"], rows["questions"], rows["answers"]):
         tr = agent.rollout(agent.start(image, q), image, True, use_tool)
-        hits.append(correct(answer_of(tr), a))
+        hits.append(correct(answer_of(tr), a))   # accuracy: exact match (the reward's acc term)
         closed.append(normalise(a) in ("yes", "no"))
         ents.append(tr.entropy[-1])
         tools.append(last_box(tr) is not None)
