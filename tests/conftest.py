@@ -171,3 +171,46 @@ def static_server(tmp_path):
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield root, f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
+
+
+def tiny_qwen25_vl(folder, text: str, max_positions: int = 4096):
+    """A Qwen2.5-VL (real classes, a few thousand parameters) with a byte-level BPE tokenizer trained on
+    `text` and carrying Qwen's special tokens, written with save_pretrained: a full-scale code path loads
+    it exactly as it would load the hub snapshot (the VLM papers' offline tests)."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import (
+        PreTrainedTokenizerFast,
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+               "<|image_pad|>", "<|video_pad|>"]
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    core.train_from_iterator([text] * 20,
+                             trainers.BpeTrainer(vocab_size=300, special_tokens=special,
+                                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                  additional_special_tokens=special[1:])
+    proc = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tok,
+                               video_processor=Qwen2VLVideoProcessor())
+    ids = {k: tok.convert_tokens_to_ids(k) for k in special}
+    cfg = Qwen2_5_VLConfig(
+        text_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                     "num_key_value_heads": 1, "vocab_size": len(tok), "max_position_embeddings": max_positions,
+                     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2]}},
+        vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 32,
+                       "fullatt_block_indexes": [1], "window_size": 56},
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
+    torch.manual_seed(0)
+    Qwen2_5_VLForConditionalGeneration(cfg).save_pretrained(folder)
+    proc.save_pretrained(folder)
+    return folder
