@@ -1,9 +1,15 @@
 """Tasks, human demos, the noisy teacher, Trajectory Boost, direct distillation, and the loader.
 
 Trajectory lines follow the released per-step schema (card 11, section 2): `action`, `screenshot`,
-`thought`, `boost_responses` (9 teacher responses "thought\\n\\nAction: action", or null), plus
-`task_id`, `traj` and `step`. At tiny scale `screenshot` is "replay:<task id>:<step>": the loader
-re-renders it by replaying the trajectory's actions in MiniDesk (no image files).
+`thought`, `boost_responses` (teacher responses "thought\\n\\nAction: action", or null), plus
+`task_id`, `traj` and `step`. `boost_responses` has the official boost.py layout: each of the
+`boost.count` draws (a malformed reply retried up to 5 times) is followed by a `None`
+(`responses.append(None)` sits outside boost.py's retry loop), and the loader reads the first
+`boost.count` entries as prepare.py does (`[:BOOST_CNT]`): ceil(count / 2) responses per step.
+Both scales store trajectories in PC Tracker's raw layout (events*/ task_*.jsonl + .md) and read
+them with the same step reader (find_tasks, read_steps, task_description); only the tensoriser
+differs. At tiny scale `screenshot` is "replay:<task id>:<step>": the loader re-renders it by replaying
+the trajectory's actions in MiniDesk (no image files).
 
 Boost filters are the official `postprocess/prepare.py` ones (`check_boost_response` and
 `refine_response`): drop a missing or empty response; when the human action is `finish`, drop a
@@ -122,8 +128,14 @@ class Teacher:
         return response(thought_for(env, action), action)
 
 
-def human_demo(env: md.MiniDesk, task: dict, rng, idiosyncrasy: float, max_steps: int) -> list[str]:
-    """The scripted human: the menu route only; before a step, with probability `idiosyncrasy`, a
+def human_route(cfg: dict, task: dict) -> str:
+    """The app's preferred human route (card 11 section 6: one route per app)."""
+    return "search" if task["snapshot"] in cfg["human"]["search_apps"] else "menu"
+
+
+def human_demo(env: md.MiniDesk, task: dict, rng, idiosyncrasy: float, max_steps: int,
+               route: str = "menu") -> list[str]:
+    """The scripted human: the app's preferred route (`route`); before a step, with probability `idiosyncrasy`, a
     harmless `wait` or `scroll (-1)`. Returns the actions (all demos succeed)."""
     env.reset(options={"task": task})
     actions = []
@@ -131,7 +143,7 @@ def human_demo(env: md.MiniDesk, task: dict, rng, idiosyncrasy: float, max_steps
         if rng.random() < idiosyncrasy:
             actions.append("wait" if rng.random() < 0.5 else "scroll (-1)")
             continue
-        a = env.human_action()
+        a = env.human_action(route)
         actions.append(a)
         if env.transition(a):
             break
@@ -140,16 +152,25 @@ def human_demo(env: md.MiniDesk, task: dict, rng, idiosyncrasy: float, max_steps
 
 
 def boosted_lines(tasks: list[dict], cfg: dict, seed: int) -> list[dict]:
-    """Human trajectories with thoughts and, at every human step, `boost.count` teacher responses
-    from that step's state (never executed: only the human action moves the env)."""
+    """Human trajectories with thoughts and, at every human step, `boost.count` teacher draws from
+    that step's state in boost.py's layout (each followed by None; never executed: only the human
+    action moves the env)."""
     rng = np.random.default_rng([seed, 10])
     teacher = Teacher(cfg["teacher"]["eps"], cfg["teacher"]["fmt_error"], np.random.default_rng([seed, 11]))
     env, lines = md.MiniDesk(cfg["env"]["max_steps"]), []
     for n, task in enumerate(tasks):
-        actions = human_demo(env, task, rng, cfg["human"]["idiosyncrasy"], cfg["env"]["max_steps"])
+        actions = human_demo(env, task, rng, cfg["human"]["idiosyncrasy"], cfg["env"]["max_steps"],
+                             human_route(cfg, task))
         env.reset(options={"task": task})
         for step, a in enumerate(actions):
-            boost = [teacher.respond(env) for _ in range(cfg["boost"]["count"])]
+            boost = []
+            for _ in range(cfg["boost"]["count"]):
+                for _try in range(5):   # boost.py: try_time = 5, refine_response None -> retry
+                    text = teacher.respond(env)
+                    if split_response(text) is not None:
+                        boost.append(text)
+                        break
+                boost.append(None)
             lines.append({"task_id": task["id"], "traj": n, "step": step, "action": a,
                           "screenshot": f"replay:{task['id']}:{step}", "thought": thought_for(env, a),
                           "boost_responses": boost})
@@ -157,15 +178,18 @@ def boosted_lines(tasks: list[dict], cfg: dict, seed: int) -> list[dict]:
     return lines
 
 
-def distill_lines(tasks: list[dict], cfg: dict, seed: int, budget: int) -> tuple[list[dict], dict]:
-    """Direct distillation: the teacher rolled out in MiniDesk on the training tasks
-    (`distill.rollouts` per task, at most env.max_steps steps), successful trajectories kept, then
-    steps subsampled (whole trajectories' steps, uniformly) to `budget` examples."""
-    rng = np.random.default_rng([seed, 20])
-    teacher = Teacher(cfg["teacher"]["eps"], 0.0, np.random.default_rng([seed, 21]))
+def distill_lines(tasks: list[dict], cfg: dict, seed: int, budget: int | None,
+                  rollouts: int | None = None, stream: int = 0) -> tuple[list[dict], dict]:
+    """Direct distillation: the teacher rolled out in MiniDesk on the training tasks (`rollouts`
+    per task, default distill.rollouts; at most env.max_steps steps), the steps of successful
+    trajectories kept, then single steps drawn uniformly without replacement from them (not whole
+    trajectories) up to `budget` examples (None: all of them are kept)."""
+    rollouts = cfg["distill"]["rollouts"] if rollouts is None else rollouts
+    rng = np.random.default_rng([seed, 20 + 100 * stream])
+    teacher = Teacher(cfg["teacher"]["eps"], 0.0, np.random.default_rng([seed, 21 + 100 * stream]))
     env, kept, tried, ok = md.MiniDesk(cfg["env"]["max_steps"]), [], 0, 0
     for n, task in enumerate(tasks):
-        for r in range(cfg["distill"]["rollouts"]):
+        for r in range(rollouts):
             env.reset(options={"task": task})
             steps, done = [], False
             while not done and len(steps) < cfg["env"]["max_steps"]:
@@ -178,7 +202,8 @@ def distill_lines(tasks: list[dict], cfg: dict, seed: int, budget: int) -> tuple
             if md.evaluate_task(task, env.state) == 1.0:
                 ok += 1
                 kept.extend(steps)
-    pick = np.sort(rng.choice(len(kept), size=min(budget, len(kept)), replace=False))
+    size = len(kept) if budget is None else min(budget, len(kept))
+    pick = np.sort(rng.choice(len(kept), size=size, replace=False))
     for i in pick:
         kept[i]["keep"] = True
     info = {"rollouts": tried, "teacher_train_success": ok / max(tried, 1), "steps_available": len(kept),
@@ -198,12 +223,60 @@ def read_lines(path: Path) -> list[dict]:
         return [json.loads(x) for x in f]
 
 
+# ----------------------------------------------------------------------------- the raw layout, both scales
+# PC Tracker's layout as the official postprocess/*.py walk it: events*/ folders of *task*.jsonl
+# (one JSON object per step) with a sibling .md whose second line is "**Description:** <task>".
+# Tiny writes its trajectories in it; tiny and full read them with the same three functions.
+def find_tasks(root: Path) -> list[tuple[Path, Path]]:
+    """(task jsonl, its .md) pairs under every events* folder, as prepare.py walks data/."""
+    pairs = []
+    for folder in sorted(p for p in Path(root).rglob("events*") if p.is_dir()):
+        for jsonl in sorted(folder.glob("*task*.jsonl")):
+            md_file = jsonl.with_suffix(".md")
+            if md_file.is_file():
+                pairs.append((jsonl, md_file))
+    return pairs
+
+
+def read_steps(path: Path) -> list[dict]:
+    return [json.loads(x) for x in Path(path).read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def task_description(md_file: Path) -> str | None:
+    lines = Path(md_file).read_text(encoding="utf-8").splitlines()
+    return lines[1].replace("**Description:** ", "").strip() if len(lines) > 1 else None
+
+
+def write_events(folder: Path, lines: list[dict], tasks: dict[str, dict]) -> int:
+    """Writes trajectory lines in the raw layout: one task_<traj>.jsonl + .md per trajectory."""
+    folder.mkdir(parents=True, exist_ok=True)
+    by: dict[int, list[dict]] = {}
+    for line in lines:
+        by.setdefault(line["traj"], []).append(line)
+    for traj, steps in by.items():
+        task = tasks[steps[0]["task_id"]]
+        (folder / f"task_{traj:07d}.md").write_text(f"# {task['id']}\n**Description:** {task['instruction']}\n")
+        write_lines(folder / f"task_{traj:07d}.jsonl", sorted(steps, key=lambda x: x["step"]))
+    return len(by)
+
+
+def read_events(root: Path) -> list[dict]:
+    """Trajectory lines of every task under `root` (find_tasks, read_steps); a step whose task
+    description disagrees with its task's instruction is an error at the tensoriser."""
+    lines = []
+    for jsonl, md_file in find_tasks(root):
+        description = task_description(md_file)
+        lines.extend({**step, "description": description} for step in read_steps(jsonl))
+    return lines
+
+
 # ----------------------------------------------------------------------------- the loader
 def examples(lines: list[dict], tasks: dict[str, dict], use_human: bool, use_boost: bool,
-             only_kept: bool = False) -> dict[str, np.ndarray]:
+             only_kept: bool = False, boost_count: int = 9) -> dict[str, np.ndarray]:
     """Training examples (as prepare.py builds them): one per human step, plus one per kept boost
     response at that step, all sharing the step's screenshot and instruction; for distillation
-    lines, one per kept teacher step. Screenshots are re-rendered by replaying the trajectory."""
+    lines, one per kept teacher step. A step's boost responses are read as prepare.py reads them,
+    `boost_responses[:boost_count]` (BOOST_CNT). Screenshots are re-rendered by replaying the trajectory."""
     env = md.MiniDesk(10 ** 6)
     obs, instr, prev, act, goal = [], [], [], [], []
     by_traj: dict[int, list[dict]] = {}
@@ -212,6 +285,8 @@ def examples(lines: list[dict], tasks: dict[str, dict], use_human: bool, use_boo
     for traj in by_traj.values():
         traj.sort(key=lambda x: x["step"])
         task = tasks[traj[0]["task_id"]]
+        if traj[0].get("description", task["instruction"]) != task["instruction"]:
+            raise ValueError(f"trajectory of {task['id']}: its .md describes another task")
         env.reset(options={"task": task})
         last = "none"
         for line in traj:
@@ -220,7 +295,7 @@ def examples(lines: list[dict], tasks: dict[str, dict], use_human: bool, use_boo
             if use_human and (not only_kept or line.get("keep")):
                 targets.append((line["action"], line["thought"]))
             if use_boost:
-                for text in line.get("boost_responses") or []:
+                for text in (line.get("boost_responses") or [])[:boost_count]:
                     if keep_boost(text, line["action"]):
                         thought, a = split_response(text)
                         targets.append((a, thought))
@@ -246,3 +321,31 @@ def prev_kind(action: str) -> int:
     p = md.parse(action)
     kind = p[0] if p else "other"
     return PREV_KINDS.index(kind) if kind in PREV_KINDS else len(PREV_KINDS) - 1
+
+
+def coverage(lines: list[dict], tasks: dict[str, dict], boost_count: int) -> dict:
+    """The pre-registered precondition of the Boost claims (audit 11, B1): the share of kept boost
+    actions whose successor state type (screen kind, previous action's kind) occurs in the human
+    data (any app). A kept action that ends the episode (finish, fail) counts as covered. Below
+    0.9 a kept alternative leads the student into screens no example shows, and the Boost claims
+    are untestable here."""
+    env = md.MiniDesk(10 ** 6)
+    by: dict[int, list[dict]] = {}
+    for line in lines:
+        by.setdefault(line["traj"], []).append(line)
+    human, succ = set(), []
+    for traj in by.values():
+        env.reset(options={"task": tasks[traj[0]["task_id"]]})
+        last = "none"
+        for line in sorted(traj, key=lambda x: x["step"]):
+            human.add((*env.state_type(), prev_kind(last)))
+            for text in (line.get("boost_responses") or [])[:boost_count]:
+                if keep_boost(text, line["action"]):
+                    a = split_response(text)[1]
+                    nxt = env.successor_type(a)
+                    succ.append(None if nxt is None else (*nxt, prev_kind(a)))
+            env.transition(line["action"])
+            last = line["action"]
+    covered = sum(s is None or s in human for s in succ)
+    return {"boost_coverage": covered / max(len(succ), 1), "boost_kept": len(succ),
+            "human_state_types": len(human)}

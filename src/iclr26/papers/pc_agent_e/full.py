@@ -36,6 +36,7 @@ import numpy as np
 from iclr26.core.errors import DataError
 
 from . import data
+from .data import find_tasks, read_steps, task_description  # the one step reader of both scales
 
 DATASET = "minidesk"
 ARMS = ("human_only", "boost")
@@ -101,26 +102,6 @@ def acquire(job) -> dict:
     if not Path(model["source"]).exists():
         info["model"] = snapshot_model(model)
     return info
-
-
-def find_tasks(root: Path) -> list[tuple[Path, Path]]:
-    """(task jsonl, its .md) pairs under every events* folder, as prepare.py walks data/."""
-    pairs = []
-    for folder in sorted(p for p in Path(root).rglob("events*") if p.is_dir()):
-        for jsonl in sorted(folder.glob("*task*.jsonl")):
-            md = jsonl.with_suffix(".md")
-            if md.is_file():
-                pairs.append((jsonl, md))
-    return pairs
-
-
-def read_steps(path: Path) -> list[dict]:
-    return [json.loads(x) for x in Path(path).read_text(encoding="utf-8").splitlines() if x.strip()]
-
-
-def task_description(md: Path) -> str | None:
-    lines = Path(md).read_text(encoding="utf-8").splitlines()
-    return lines[1].replace("**Description:** ", "").strip() if len(lines) > 1 else None
 
 
 def waa_columns(test_all: Path) -> dict[str, int]:

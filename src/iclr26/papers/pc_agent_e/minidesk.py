@@ -8,7 +8,9 @@ it, OSWorld style). Two valid routes toggle an option:
                   click the option's item (toggles it, closes the menu)
     search route  hotkey (ctrl, f) -> type text: <option name> -> press key: enter (toggles it)
 
-then `finish`. Clicking elsewhere while the menu is open closes it; `press key: escape` closes the
+then `finish`. The scripted human keeps to one preferred route per app (config `human.search_apps`
+use the search route, the others the menu route), so both routes' screens occur in the human data.
+Clicking elsewhere while the menu is open closes it; `press key: escape` closes the
 menu or the search box; every other action of the 12-action space is a no-op. The status bar
 (row 8) shows each option's name and state. The task's evaluator (OSWorld keys: `func`, `result`,
 `expected`) checks only the final option states, as WAA-V2 does.
@@ -258,14 +260,32 @@ class MiniDesk(gym.Env):
         return ["press key: escape"] if st["typed"] in OPTIONS and OPTIONS.index(st["typed"]) in rem else [
             "press key: enter"]
 
-    def human_action(self) -> str:
-        """The scripted human: always the menu route, targets in the instruction's order."""
+    def human_action(self, route: str = "menu") -> str:
+        """The scripted human: one preferred route per app (card 11 section 6; `route` is "menu"
+        or "search", set per app by the config), targets in the instruction's order."""
         st, lay, rem = self.state, self.layout, self.remaining()
         if st["panel"] == MAIN:
-            return "finish" if not rem else click(lay["settings_button"])
+            if not rem:
+                return "finish"
+            return click(lay["settings_button"]) if route == "menu" else "hotkey (ctrl, f)"
         if st["panel"] == MENU:
             return click(lay["items"][rem[0]]) if rem else "press key: escape"
-        return "press key: escape"
+        if st["typed"] is None:
+            return f"type text: {OPTIONS[rem[0]]}" if rem else "press key: escape"
+        return "press key: enter" if st["typed"] in OPTIONS and OPTIONS.index(st["typed"]) in rem else (
+            "press key: escape")
+
+    def state_type(self) -> tuple[int, bool]:
+        """The screen kind (panel, and whether the search box holds text), for the coverage check."""
+        return int(self.state["panel"]), self.state["typed"] is not None
+
+    def successor_type(self, action: str) -> tuple[int, bool] | None:
+        """state_type() after `action`, the state left unchanged; None when the action ends the episode."""
+        saved = {**self.state, "options": self.state["options"].copy()}
+        done = self.transition(action)
+        out = None if done else self.state_type()
+        self.state = saved
+        return out
 
     def subgoal(self) -> int:
         """The thought's subgoal token: the option being worked on (K: finishing)."""

@@ -3,11 +3,16 @@
     acquire   tiny/smoke: MiniDesk tasks in OSWorld's task-JSON layout, train and held-out test
               (the WAA-V2 columns, data.minidesk.test_columns)
               full: the released trajectories, WAA-V2's task list, the base model (full.py)
-    prepare   per seed: the scripted human demos with thoughts and, at every human step, the
-              teacher's boost responses (human_boost.jsonl); the teacher rolled out for direct
-              distillation, successful steps subsampled to the boost arm's example count
-              (distill.jsonl); the pre-arm mechanism checks (summary.json)
-    train     human_only, distill, boost: one student per seed, the same number of SFT steps
+    prepare   per seed: the scripted human demos (one preferred route per app) with thoughts and,
+              at every human step, the teacher's boost responses (human/events_0/); the teacher
+              rolled out for direct distillation, successful steps subsampled to the boost arm's
+              example count (distill/events_0/), and one rollout per task with every successful step
+              kept (distill_1rollout/events_0/); all in PC Tracker's raw layout (task_*.jsonl + .md),
+              read back by the one step reader of both scales (data.find_tasks, read_steps);
+              the pre-arm mechanism checks (summary.json)
+    train     one student per seed and arm, student.epochs epochs over the arm's own examples
+              (the paper's rule); human_only_eq_steps: the human data for as many optimizer
+              steps as the same seed's boost arm (the equal-steps control)
     evaluate  every row on the held-out tasks: success per WAA-V2 column and in total
 
 A seed draws the human demos' idiosyncrasies, the teacher's samples, the distillation rollouts and
@@ -25,7 +30,7 @@ from . import data, full
 from . import minidesk as md
 
 DATASET = "minidesk"
-STUDENTS = ("human_only", "distill", "boost")
+STUDENTS = ("human_only", "human_only_eq_steps", "distill", "distill_1rollout", "boost")
 
 
 def _spec(cfg: dict) -> dict:
@@ -43,9 +48,9 @@ def _tasks(job, split: str) -> list[dict]:
     return data.read_tasks(job.raw_dir(DATASET) / split)
 
 
-def mechanism(lines: list[dict], tasks: dict[str, dict]) -> dict:
+def mechanism(lines: list[dict], tasks: dict[str, dict], count: int = 9) -> dict:
     """Pre-arm checks: are the kept boost alternatives valid next actions (on any route) and
-    diverse, and do the human demos cover only one route?"""
+    diverse, how many human steps use each route, and the coverage precondition (data.coverage)."""
     env, kept, valid, total, distinct, search_route = md.MiniDesk(10 ** 6), 0, 0, 0, [], 0
     by: dict[int, list[dict]] = {}
     for line in lines:
@@ -54,7 +59,7 @@ def mechanism(lines: list[dict], tasks: dict[str, dict]) -> dict:
         env.reset(options={"task": tasks[traj[0]["task_id"]]})
         for line in sorted(traj, key=lambda x: x["step"]):
             correct, alts = set(env.correct_actions()), set()
-            for text in line["boost_responses"]:
+            for text in line["boost_responses"][:count]:
                 total += 1
                 if data.keep_boost(text, line["action"]):
                     kept += 1
@@ -65,10 +70,11 @@ def mechanism(lines: list[dict], tasks: dict[str, dict]) -> dict:
             distinct.append(len(alts - {line["action"]}))
             env.transition(line["action"])
     human_search = sum(x["action"].startswith(("hotkey", "type")) for x in lines)
-    return {"boost_kept_fraction": kept / total, "boost_valid_fraction": valid / max(kept, 1),
+    return {"boost_kept_fraction": kept / max(total, 1), "boost_valid_fraction": valid / max(kept, 1),
             "boost_distinct_alternatives_per_step": float(np.mean(distinct)),
             "boost_search_route_fraction": search_route / max(kept, 1),
-            "human_search_route_steps": int(human_search), "human_steps": len(lines)}
+            "human_search_route_steps": int(human_search), "human_steps": len(lines),
+            **data.coverage(lines, tasks, count)}
 
 
 def prepare(job) -> dict:
@@ -80,22 +86,27 @@ def prepare(job) -> dict:
     out = {}
     for seed in cfg["seeds"]:
         lines = data.boosted_lines(train_tasks, cfg, seed)
-        budget = len(data.examples(lines, tmap, True, True)["action"])
+        count = cfg["boost"]["count"]
+        budget = len(data.examples(lines, tmap, True, True, boost_count=count)["action"])
         dlines, info = data.distill_lines(train_tasks, cfg, seed, budget)
-        data.write_lines(job.out_dir / f"seed{seed}" / "human_boost.jsonl", lines)
-        data.write_lines(job.out_dir / f"seed{seed}" / "distill.jsonl", dlines)
-        out[f"seed{seed}"] = {"boost_examples": budget, **info, **mechanism(lines, tmap)}
+        d1lines, info1 = data.distill_lines(train_tasks, cfg, seed, None, rollouts=1, stream=1)
+        for arm, arm_lines in (("human", lines), ("distill", dlines), ("distill_1rollout", d1lines)):
+            data.write_events(job.out_dir / f"seed{seed}" / arm / "events_0", arm_lines, tmap)
+        out[f"seed{seed}"] = {"boost_examples": budget, **info, "distill_1rollout": info1,
+                              **mechanism(lines, tmap, count)}
         job.log(f"seed {seed}: {out[f'seed{seed}']}")
     write_json(job.out_dir / "summary.json", out)
     return out
 
 
-def arm_examples(job, seed: int) -> dict:
+def arm_examples(job, seed: int, method: str | None = None) -> dict:
+    method = method or job.method
     tmap = {t["id"]: t for t in _tasks(job, "train")}
     folder = job.prepared_dir(DATASET) / f"seed{seed}"
-    if job.method == "distill":
-        return data.examples(data.read_lines(folder / "distill.jsonl"), tmap, True, False, only_kept=True)
-    return data.examples(data.read_lines(folder / "human_boost.jsonl"), tmap, True, job.method == "boost")
+    if method in ("distill", "distill_1rollout"):
+        return data.examples(data.read_events(folder / method), tmap, True, False, only_kept=True)
+    return data.examples(data.read_events(folder / "human"), tmap, True, method == "boost",
+                         boost_count=job.cfg["boost"]["count"])
 
 
 def train(job) -> dict:
@@ -108,9 +119,12 @@ def train(job) -> dict:
     def work(key):
         seed = int(key[1:])
         ex = arm_examples(job, seed)
-        net, losses = student.train(job.cfg, ex, seed)
+        steps = None
+        if job.method == "human_only_eq_steps":   # the boost arm's step count for this seed
+            steps = student.sft_steps(job.cfg, len(arm_examples(job, seed, "boost")["action"]))
+        net, losses = student.train(job.cfg, ex, seed, steps)
         torch.save(net.state_dict(), job.out_dir / f"student_{key}.pt")
-        return {"n_train": len(ex["action"]), "first_loss": float(np.mean(losses[:10])),
+        return {"n_train": len(ex["action"]), "steps": len(losses), "first_loss": float(np.mean(losses[:10])),
                 "last_loss": float(np.mean(losses[-10:]))}
 
     return {"units": job.units([f"s{seed}" for seed in job.seeds], work)}
@@ -137,10 +151,16 @@ def evaluate(job) -> dict:
                 n_train = len(arm_examples(job, seed)["action"])
             actor = student.student_actor(cfg, net)
         success = student.rollout(cfg, tests, actor)
+        cover = float("nan")
+        if job.method == "boost":   # the Boost claims' precondition, measured on this seed's data
+            tmap = {t["id"]: t for t in _tasks(job, "train")}
+            lines = data.read_events(job.prepared_dir(DATASET) / f"seed{seed}" / "human")
+            cover = 100 * data.coverage(lines, tmap, cfg["boost"]["count"])["boost_coverage"]
         for app in ("total", *md.APPS):
             pick = np.ones(len(tests), bool) if app == "total" else apps == app
             records.append({"seed": seed, "app": app, "n_tasks": int(pick.sum()),
-                            "success": float(100 * success[pick].mean()), "n_train": float(n_train)})
+                            "success": float(100 * success[pick].mean()), "n_train": float(n_train),
+                            "boost_coverage": cover})
     return {"records": records}
 
 

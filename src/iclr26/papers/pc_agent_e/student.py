@@ -6,6 +6,7 @@ subgoal option), trained by cross-entropy as SFT on "thought, then action" targe
 """
 from __future__ import annotations
 
+import math
 import re
 import zlib
 
@@ -53,9 +54,16 @@ def build(cfg: dict, seed: int) -> Policy:
     return Policy(cfg["student"]["width"], cfg["student"]["vocab"])
 
 
-def train(cfg: dict, ex: dict, seed: int) -> tuple[Policy, list[float]]:
-    """SFT for a fixed number of optimizer steps (the same for every arm: arms differ only in
-    their examples), Adam, minibatches drawn uniformly."""
+def sft_steps(cfg: dict, n_examples: int) -> int:
+    """Optimizer steps of `student.epochs` epochs over `n_examples` (the paper's rule: every arm
+    trains the same number of epochs over its own data; train/sft.yaml: 2 epochs)."""
+    sc = cfg["student"]
+    return max(1, math.ceil(sc["epochs"] * n_examples / sc["batch_size"]))
+
+
+def train(cfg: dict, ex: dict, seed: int, steps: int | None = None) -> tuple[Policy, list[float]]:
+    """SFT, Adam, minibatches drawn uniformly: `steps` optimizer steps (default: student.epochs
+    epochs over this arm's examples, sft_steps)."""
     net = build(cfg, seed)
     sc = cfg["student"]
     obs = torch.from_numpy(ex["obs"])
@@ -64,7 +72,7 @@ def train(cfg: dict, ex: dict, seed: int) -> tuple[Policy, list[float]]:
     opt = torch.optim.Adam(net.parameters(), lr=sc["lr"])
     gen = torch.Generator().manual_seed(seed)
     losses = []
-    for _ in range(sc["steps"]):
+    for _ in range(sft_steps(cfg, len(ex["action"])) if steps is None else steps):
         idx = torch.randint(len(act), (sc["batch_size"],), generator=gen)
         logits, glog = net(obs[idx], bow[idx], prev[idx])
         loss = nn.functional.cross_entropy(logits, act[idx]) + sc["thought_weight"] * nn.functional.cross_entropy(

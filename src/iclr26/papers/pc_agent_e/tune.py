@@ -16,6 +16,9 @@ fitting its data (training action accuracy 0.66 at 300 steps, 0.95 at 1500 steps
 0.15 -> 0.63): candidates (width, batch, steps, lr) that fit 12 models in the budget (<= ~5.5 CPU-s
 per model, unloaded), same rule (highest dev success averaged over the three trained arms, tune
 seeds and dev tasks as above; ties to the cheaper).
+
+Both rounds ran under the first build (menu-only human, all 9 boost draws kept, equal steps); the
+audit-11 fixes (one route per app, boost.py's layout, equal epochs) came after, without retuning.
 """
 from __future__ import annotations
 
@@ -58,7 +61,7 @@ def main() -> None:
             c = {**cfg, "student": {**cfg["student"], "width": width, "batch_size": batch, "steps": steps, "lr": lr}}
             for arm, ex in arms.items():
                 t = time.process_time()
-                net, _ = student.train(c, ex, seed)
+                net, _ = student.train(c, ex, seed, steps=steps)
                 cost = time.process_time() - t
                 s = float(student.rollout(c, dev, student.student_actor(c, net)).mean())
                 out.setdefault(name, []).append({"seed": seed, "arm": arm, "dev_success": s, "cpu_s": cost})
