@@ -145,48 +145,6 @@ def _trajectories(root):
     return mirror
 
 
-def _tiny_qwen25_vl(folder):
-    """A Qwen2.5-VL (real classes, sizes from a config) with a byte-level BPE tokenizer carrying
-    Qwen's special tokens, written with save_pretrained: loaded as the hub snapshot would be."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import (
-        PreTrainedTokenizerFast,
-        Qwen2_5_VLConfig,
-        Qwen2_5_VLForConditionalGeneration,
-        Qwen2_5_VLProcessor,
-        Qwen2VLImageProcessor,
-        Qwen2VLVideoProcessor,
-    )
-
-    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-               "<|image_pad|>", "<|video_pad|>"]
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    core.train_from_iterator(["Action: click (40, 40) press key: enter finish the task settings"] * 20,
-                             trainers.BpeTrainer(vocab_size=300, special_tokens=special,
-                                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                  additional_special_tokens=special[1:])
-    proc = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tok,
-                               video_processor=Qwen2VLVideoProcessor())
-    ids = {k: tok.convert_tokens_to_ids(k) for k in special}
-    cfg = Qwen2_5_VLConfig(
-        text_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-                     "num_key_value_heads": 1, "vocab_size": len(tok), "max_position_embeddings": 8192,
-                     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2]}},
-        vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 32,
-                       "fullatt_block_indexes": [1], "window_size": 56},
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
-        bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
-    torch.manual_seed(0)
-    Qwen2_5_VLForConditionalGeneration(cfg).save_pretrained(folder)
-    proc.save_pretrained(folder)
-    return folder
-
-
 def test_full_scale_pipeline_offline(workdir, static_server):
     """The full scale's stages through the core's runner: the trajectories from a local mirror
     (zipped raw layout), WAA-V2's task list sha256-pinned from a loopback server, prepare.py's
@@ -207,7 +165,10 @@ def test_full_scale_pipeline_offline(workdir, static_server):
     (folder / "test_all.json").write_text(json.dumps(columns))
     sha = hashlib.sha256((folder / "test_all.json").read_bytes()).hexdigest()
     mirror = _trajectories(workdir / "raw_src")
-    model = _tiny_qwen25_vl(workdir / "qwen")
+    from conftest import tiny_qwen25_vl
+
+    model = tiny_qwen25_vl(workdir / "qwen", "Action: click (40, 40) press key: enter finish the task settings",
+                           max_positions=8192)
     overrides = [f"data.minidesk.hub_id={mirror}", f"data.minidesk.waa.test_all.url={base}/test_all.json",
                  f"data.minidesk.waa.test_all.sha256={sha}", f"model.source={model}", "device=cpu",
                  "train.sharding=none", "train.epochs=1", "train.batch_size=2", "train.max_examples=2",
