@@ -113,7 +113,7 @@ def test_fed_image_accuracy_is_the_greedy_drawing_after_the_gold_prefix():
     from iclr26.core.lm.generate import generate
     from iclr26.core.lm.model import build_model, train_lm
     from iclr26.core.lm.tokenizer import build_tokenizer
-    from iclr26.papers.zebra_cot.arms import fed_image_acc
+    from iclr26.papers.zebra_cot.arms import ImageGrammar, decode, fed_image_acc, image_vocab
     from iclr26.papers.zebra_cot.stages import all_words, encode_rows
 
     torch.manual_seed(0)
@@ -142,8 +142,70 @@ def test_fed_image_accuracy_is_the_greedy_drawing_after_the_gold_prefix():
             out = generate(model, [prompt], tok.pad_token_id, tok.eos_token_id, len(step["image"]),
                            batch_size=1).tokens[0]
             greedy.append(list(out[: len(step["image"])]) == tok.convert_tokens_to_ids(step["image"]))
-    print(f"fed {fed:.3f} greedy {np.mean(greedy):.3f} over {len(greedy)} steps")
-    assert 0 < np.mean(greedy) < 1 and abs(fed - np.mean(greedy)) <= 1 / len(greedy) + 1e-9
+    print(f"fed {fed['fed_image_acc']:.3f} greedy {np.mean(greedy):.3f} over {len(greedy)} steps")
+    assert 0 < np.mean(greedy) < 1 and abs(fed["fed_image_acc"] - np.mean(greedy)) <= 1 / len(greedy) + 1e-9
+    assert fed["fed_token_acc"] is None   # no grammar: no per-token numbers
+
+    grammar = image_vocab(tok, test)
+    grammar["code_set"] = set(grammar["codes"])
+    assert grammar["length"] == 6 and len(grammar["codes"]) == len(book)
+    fed = fed_image_acc(model, tok, test, {"eval": {"batch_size": 4}}, grammar)
+    copy = []   # the copy-the-previous-image baseline by hand: the prompt's image, then the previous step's
+    for e in test:
+        before = e["prompt"][e["prompt"].index(tokens.BOI) + 1: e["prompt"].index(tokens.EOI)]
+        for step in e["steps"]:
+            copy += [a == b for a, b in zip(before, step["image"][1:-1])]
+            before = step["image"][1:-1]
+    assert fed["copy_token_acc"] == pytest.approx(np.mean(copy))
+    assert 0 < fed["copy_token_acc"] < 1
+    assert fed["fed_token_acc"] >= fed["fed_image_acc"]   # an image drawn whole has every code right
+
+    class CodeHungry:   # the trained model with image codes pushed up: unconstrained, it writes them anywhere
+        def __init__(self, lm):
+            self.lm, self.config, self.device = lm, lm.config, lm.device
+
+        def parameters(self):
+            return self.lm.parameters()
+
+        def __call__(self, **kw):
+            out = self.lm(**kw)
+            out.logits[..., grammar["codes"]] += 5.0
+            return out
+
+    hungry = CodeHungry(model)
+    cfg = {"eval": {"max_new_tokens": 40, "batch_size": 16, "image_grammar": False}}
+    free = decode(hungry, tok, test, "interleaved", 0, cfg, grammar)
+    assert free["malformed"] > 0          # unconstrained, it breaks the grammar
+    for arm in ("interleaved", "text_trace"):
+        tight = decode(hungry, tok, test, arm, 0, {"eval": {**cfg["eval"], "image_grammar": True}}, grammar)
+        assert tight["malformed"] == 0, arm
+    prompts = [tok.convert_tokens_to_ids(tokens.target(e, "interleaved")[0]) for e in test]
+    out = generate(ImageGrammar(hungry, grammar, True), prompts, tok.pad_token_id, tok.eos_token_id, 40).tokens
+    boi, eoi = grammar["boi"], grammar["eoi"]
+    drawn = [r[r.index(boi) + 1:r.index(boi) + 2 + grammar["length"]] for r in out if boi in r]
+    assert drawn and all(d[-1] == grammar["eoi"] and len(d) == grammar["length"] + 1 for d in drawn)
+    for row in out:   # every image: exactly `length` codes, then image-end
+        for at in [i for i, t in enumerate(row) if t == boi]:
+            span = row[at + 1: at + 2 + grammar["length"]]
+            assert len(span) < grammar["length"] + 1 or (set(span[:-1]) <= grammar["code_set"] and span[-1] == eoi)
+    text = generate(ImageGrammar(hungry, grammar, False), prompts, tok.pad_token_id, tok.eos_token_id, 40).tokens
+    assert not any(t in grammar["code_set"] or t in (boi, eoi) for row in text for t in row)
+
+
+def test_malformed_and_the_gate_part_a_per_scale():
+    from iclr26.core.config import compose_job_config
+    from iclr26.papers.zebra_cot.arms import gate_part_a, malformed
+
+    g = {"boi": 1, "eoi": 2, "codes": [5, 6], "code_set": {5, 6}, "length": 2}
+    assert not malformed([9, 1, 5, 6, 2, 9], g, True)
+    assert malformed([1, 5, 2], g, True) and malformed([1, 5, 9, 2], g, True) and malformed([1, 5, 6], g, True)
+    assert not malformed([1, 5], g, True, ended=False)   # cut by max_new_tokens inside an image
+    assert malformed([9, 5], g, True) and malformed([9, 2], g, True) and malformed([1, 5, 6, 2], g, False)
+    result = {"fed_image_acc": 0.5, "fed_token_acc": 0.8, "copy_token_acc": 0.6}
+    tiny, full = (compose_job_config("zebra_cot", scale)["gate"] for scale in ("tiny", "full"))
+    assert gate_part_a(tiny, result) == (0.5, tiny["min_image_acc"])
+    assert gate_part_a(full, result) == (0.8, pytest.approx(0.6 + full["token_over_copy"]))
+    assert "copy-the-previous-image" in full["part_a_text"]
 
 
 def tiny_anole(path, rows, n_codes: int = 16):
@@ -293,6 +355,8 @@ def test_full_scale_path_offline(workdir, static_server):
     assert records["accuracy"].between(0, 1).all()
     inter = records[records["method"] == "interleaved"]
     assert inter["fed_image_acc"].between(0, 1).all() and inter["gate_margin"].notna().all()
+    assert inter["fed_token_acc"].between(0, 1).all() and inter["copy_token_acc"].between(0, 1).all()
+    assert (records.loc[records["method"] != "lookup", "malformed"] == 0).all()   # constrained decoding at full
     text = records[records["method"] == "text_trace"]
     assert inter["supervised_tokens"].ge(text["supervised_tokens"].max() + 36).all()   # >= 2 images of 18 tokens
     test_rows = data.read_parquet(workdir / "data/full/zebra_cot/raw/counting/test.parquet")

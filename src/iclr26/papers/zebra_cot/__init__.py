@@ -17,8 +17,8 @@ PAPER = Paper(
     code="https://github.com/multimodal-reasoning-lab/Bagel-Zebra-CoT",
     methods=("majority", "lookup", "answer_only", "text_trace", "text_cot", "interleaved"),   # table rows in order
     datasets=("counting",),   # Multi-Hop Objects Counting: synthetic (tiny, smoke), the hub configs (full)
-    metrics=("accuracy", "image_step_acc", "gain_over_k0", "fed_image_acc", "gate_margin", "tokens_per_example",
-             "supervised_tokens", "n_dropped"),
+    metrics=("accuracy", "image_step_acc", "gain_over_k0", "fed_image_acc", "fed_token_acc", "copy_token_acc",
+             "malformed", "gate_margin", "tokens_per_example", "supervised_tokens", "n_dropped"),
     figures=("scaffolding.png",),
     stage_module="iclr26.papers.zebra_cot.stages",
     gpu_stages=("train",),

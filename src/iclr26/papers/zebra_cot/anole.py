@@ -37,9 +37,10 @@ ANSWER = re.compile(r"ANSWER\s*:\s*(.*?)\s*$", re.S)
 class IdTokenizer:
     """What arms.py needs of a tokenizer, for examples already holding Anole token ids."""
 
-    def __init__(self, text_tokenizer, boi: int, eoi: int):
+    def __init__(self, text_tokenizer, boi: int, eoi: int, image_token_ids: list[int] | None = None):
         self.text = text_tokenizer
         self.boi, self.eoi = boi, eoi
+        self.image_token_ids = sorted(image_token_ids or [])   # the VQ codes' BPE ids (arms.image_vocab)
         self.pad_token_id = text_tokenizer.pad_token_id if text_tokenizer.pad_token_id is not None else 1
         self.eos_token_id = text_tokenizer.eos_token_id
         self.eos_token = self.eos_token_id   # convert_ids_to_tokens is the identity here
@@ -120,9 +121,18 @@ def processor_of(spec: dict):
     return ChameleonProcessor.from_pretrained(_path(spec))
 
 
+def image_token_ids(spec: dict) -> list[int]:
+    """The BPE ids of the VQ codes: the vocabulary map's IMGIMG... names, as transformers'
+    ChameleonImageVocabularyMapping.image_tokens reads them."""
+    from transformers import ChameleonConfig
+
+    vocab = ChameleonConfig.from_pretrained(_path(spec)).vocabulary_map
+    return sorted(v for name, v in vocab.items() if name.startswith("IMGIMG"))
+
+
 def tokenizer_of(spec: dict, processor=None) -> IdTokenizer:
     proc = processor or processor_of(spec)
-    return IdTokenizer(proc.tokenizer, proc.image_start_token_id, proc.image_end_token_id)
+    return IdTokenizer(proc.tokenizer, proc.image_start_token_id, proc.image_end_token_id, image_token_ids(spec))
 
 
 def load(spec: dict, seed: int, device, tcfg: dict | None = None) -> InterleavedLM:
@@ -155,18 +165,21 @@ def load(spec: dict, seed: int, device, tcfg: dict | None = None) -> Interleaved
 
 def image_ids(lm: InterleavedLM, processor, pictures: list[np.ndarray], batch_size: int = 8) -> list[list[int]]:
     """BPE ids of each picture (the VQ-VAE's codes, get_image_tokens). A picture is resized to the
-    VQ-VAE's square input (the whole picture kept: no crop), then normalised by the processor."""
+    VQ-VAE's square input (the whole picture kept: no crop), then normalised by the processor. The
+    VQ-VAE encodes in float32 (the precision Chameleon's tokenizer encodes at: the argmin codes of a
+    bf16 encoder can differ), whatever the language model's dtype."""
     import torch
     from PIL import Image
 
     side = int(lm.config.vq_config.resolution)
+    vq = lm.lm.model.vqmodel.float()   # in place: this model only tokenizes (stages.anole_examples)
     out = []
     for start in range(0, len(pictures), batch_size):
         chunk = [Image.fromarray(np.ascontiguousarray(p)).resize((side, side), Image.Resampling.BICUBIC)
                  for p in pictures[start:start + batch_size]]
         pixels = processor.image_processor(chunk, return_tensors="pt")["pixel_values"]   # square in: no crop
         with torch.no_grad():
-            ids = lm.lm.model.get_image_tokens(pixels.to(lm.device, next(lm.lm.model.vqmodel.parameters()).dtype))
+            ids = lm.lm.model.get_image_tokens(pixels.to(lm.device, next(vq.parameters()).dtype))
         out.extend(ids.cpu().tolist())
     return out
 

@@ -16,7 +16,9 @@
               given, and the per-step image accuracy with the gold steps fed (the learnability
               gate's part a; part b is the k = 0 accuracy against the lookup); full scale: the
               rows in the pinned Anole-7B's own tokens (its tokenizer and VQ-VAE), each arm a LoRA
-              fine-tune of it with the interleaved loss over text and image tokens (anole.py)
+              fine-tune of it with the interleaved loss over text and image tokens (anole.py),
+              decoded under the image grammar (arms.ImageGrammar), and the gate's part a per token
+              against copying the previous image (arms.gate_part_a; fixed before any full run)
     evaluate  one record per (seed, k) from the units' JSON results; the baselines' records
 """
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 from iclr26.core.io import read_json, read_jsonl, save_arrays, write_json, write_jsonl
 
 from . import data, tokens
-from .arms import gate_margin
+from .arms import gate_margin, gate_part_a
 
 DATASET = "counting"
 BASELINES = ("majority", "lookup")
@@ -182,18 +184,22 @@ def evaluate(job) -> dict:
         return {"records": [{"seed": int(seed), "k": 0, "accuracy": base[job.method], "n_test": base["n_test"]}
                             for seed in job.seeds]}
     gate = job.cfg["gate"]
-    need_img, need_k0 = float(gate["min_image_acc"]), base["val_lookup"] + float(gate["k0_over_lookup"])
+    need_k0 = base["val_lookup"] + float(gate["k0_over_lookup"])
     results = {seed: read_json(job.out_dir / "units" / f"s{seed}.json")["result"] for seed in job.seeds}
     records = []
     for seed, result in results.items():
         k0 = result["k"]["0"]["accuracy"]
         fed = result["fed_image_acc"]
+        part_a, need_a = gate_part_a(gate, result)
         # this seed's gate margin (the precondition tests it with every_seed: every seed above 0)
-        margin = None if fed is None else gate_margin(fed, result["gate_k0_acc"], need_img, need_k0)
+        margin = (None if part_a is None or need_a is None
+                  else gate_margin(part_a, result["gate_k0_acc"], need_a, need_k0))
         for k, r in result["k"].items():
             records.append({"seed": int(seed), "k": int(k), "accuracy": r["accuracy"],
                             "image_step_acc": r["image_step_acc"], "gain_over_k0": r["accuracy"] - k0,
-                            "fed_image_acc": fed, "gate_margin": margin, "gate_k0_acc": result["gate_k0_acc"],
+                            "fed_image_acc": fed, "fed_token_acc": result.get("fed_token_acc"),
+                            "copy_token_acc": result.get("copy_token_acc"), "malformed": r.get("malformed"),
+                            "gate_margin": margin, "gate_k0_acc": result["gate_k0_acc"],
                             "tokens_per_example": result["tokens_per_example"],
                             "supervised_tokens": result["supervised_tokens"], "final_loss": result["final_loss"],
                             "n_test": r["n_test"], "n_dropped": result["n_dropped"]})
