@@ -22,8 +22,12 @@ pytestmark = pytest.mark.skipif(not PAPERS, reason="no paper declares data-paral
 # The one per-paper setting of this file: overrides that make the paper's smoke train job of its
 # first method and seed 0 checkpoint early and run on after it, so that the SIGTERM the job sends
 # itself at its first checkpoint (core.faults, ICLR26_FAULT=train:checkpoint:1:term) stops it midway.
+# None: the paper shards its training only at full scale (its smoke/tiny model trains in one
+# process without checkpoints), so there is no smoke job to stop midway; its full path is tested offline
+# in its own test file.
 STOPPABLE = {
     "conditioned_init": ["train.regimes.warmup.steps=40", "train.checkpoint_every=10"],
+    "pc_agent_e": None,
 }
 
 
@@ -133,6 +137,8 @@ def test_two_processes_match_one(workdir, slug):
 
 @pytest.mark.parametrize("slug", PAPERS)
 def test_two_processes_stopped_by_sigterm_resume_from_the_checkpoint(workdir, slug):
+    if STOPPABLE[slug] is None:
+        pytest.skip(f"{slug} shards its training only at full scale (STOPPABLE)")
     _prepare(slug)
     long_run, run_dir = STOPPABLE[slug], _run_dir(workdir, slug)
     # the main process sends itself SIGTERM right after its first checkpoint: no race with the clock

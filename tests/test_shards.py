@@ -77,19 +77,20 @@ def test_two_shards_then_the_gather_give_the_unsharded_outputs_byte_for_byte(uns
     assert manifest["info"] == unsharded["info"]
     assert not any(name.startswith(".shard") for name in manifest["files"])   # markers stay outside it
     assert not sharded["manifest_before_gather"]          # shard jobs write no completion file
-    # the shard jobs computed the units of the first job.units call (2 base models, one before shard 1
-    # was killed); the gathering job computed those of the second (each seed's own traces) and
-    # rewrote none of theirs
-    assert (sharded["marker1"]["units_computed"], sharded["marker2"]["units_computed"]) == (0, 1)
+    # every unit the shards saved was computed once: one by the run of shard 1 that was killed, the
+    # rest by the two shard jobs; the gathering job computed only units no shard reached (a later
+    # job.units call) and rewrote none of theirs
     before, after = sharded["before_gather"], sharded["after_gather"]
-    assert len(before) == 2 and len(after) == 4 and all(after[name] == t for name, t in before.items())
+    computed = 1 + sharded["marker1"]["units_computed"] + sharded["marker2"]["units_computed"]
+    assert computed == len(before) >= 2 and sharded["marker2"]["units_computed"] >= 1
+    assert set(before) <= set(after) and all(after[name] == t for name, t in before.items())
 
 
 def test_a_shard_killed_at_a_unit_boundary_resumes(sharded):
     assert len(sharded["after_kill"]) == 1 and not sharded["marker_after_kill"]
     saved = next(iter(sharded["after_kill"]))
     assert sharded["before_gather"][saved] == sharded["after_kill"][saved]   # not redone on the rerun
-    assert sharded["marker1"]["units_computed"] == 0 and sharded["marker1"]["ended_at_its_share"]
+    assert sharded["marker1"]["ended_at_its_share"]
 
 
 def test_units_are_dealt_by_hash_and_the_gathering_job_only_gathers(tmp_path):
