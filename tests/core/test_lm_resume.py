@@ -92,3 +92,30 @@ def test_load_model_turns_checkpoints_on_for_a_pretrained_model_only(hub_model_d
     job.cfg["model"]["resume_generation"] = False
     load_model(job, 0)
     assert generation._RESUME_DIR is None
+
+
+def test_a_logits_wrapper_with_the_same_weights_is_another_generation(lm, tmp_path):
+    """A wrapper that changes the logits (a decoding grammar) shares the model's weights; its class and
+    its `resume_key` keep it from reading the plain model's saved batches, or another setting's."""
+    model, tok, prompts = lm
+
+    class Banned:
+        def __init__(self, inner, token):
+            self.inner, self.config, self.device, self.resume_key = inner, inner.config, inner.device, ("ban", token)
+            self.token = token
+
+        def parameters(self):
+            return self.inner.parameters()
+
+        def __call__(self, **kw):
+            out = self.inner(**kw)
+            out.logits[..., self.token] = -1e30
+            return out
+
+    generation.resume_in(tmp_path / "generation")
+    plain = _sample(model, tok, prompts)
+    favourite = max((t for row in plain.tokens for t in row), key=[t for row in plain.tokens for t in row].count)
+    banned = _sample(Banned(model, favourite), tok, prompts)
+    assert all(favourite not in row for row in banned.tokens)
+    _sample(Banned(model, favourite + 1), tok, prompts)
+    assert len({p.parent for p in (tmp_path / "generation").rglob("chunk_*.pt")}) == 3

@@ -97,7 +97,10 @@ class _ChunkStore:
         name = str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__)
         with torch.no_grad():   # one number of the weights: another fine-tune of the same base differs
             weights = float(torch.stack([p.detach().float().sum() for p in model.parameters()]).double().sum())
-        key = hashlib.sha256(json.dumps([name, f"{weights:.6e}", prompts,
+        # a wrapper that changes the logits (a decoding grammar, steering) is part of the key: its class
+        # and its own `resume_key`, so the same weights decoded another way never reuse these batches
+        wrapper = [type(model).__qualname__, getattr(model, "resume_key", None)]
+        key = hashlib.sha256(json.dumps([name, wrapper, f"{weights:.6e}", prompts,
                                          [s if not isinstance(s, set) else sorted(s) for s in settings]],
                                         default=_plain).encode()).hexdigest()
         return cls(_RESUME_DIR / key[:24])

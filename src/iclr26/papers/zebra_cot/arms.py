@@ -65,6 +65,9 @@ class ImageGrammar:
         import torch
 
         self.model, self.g, self.draws = model, grammar, draws_images
+        # saved generation batches (core.lm.generate) are keyed by it: grammar on/off never share them
+        self.resume_key = ("image_grammar", bool(draws_images), int(grammar["length"]),
+                           getattr(model, "resume_key", None))
         self.config = getattr(model, "config", None)
         self.left = None   # per row: -1 outside an image, else codes still to draw
         vocab = int(model.config.vocab_size)
