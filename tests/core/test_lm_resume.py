@@ -119,3 +119,14 @@ def test_a_logits_wrapper_with_the_same_weights_is_another_generation(lm, tmp_pa
     assert all(favourite not in row for row in banned.tokens)
     _sample(Banned(model, favourite + 1), tok, prompts)
     assert len({p.parent for p in (tmp_path / "generation").rglob("chunk_*.pt")}) == 3
+
+
+def test_the_saved_batches_folder_is_off_again_when_the_job_ends(tmp_path):
+    """A stage that turned resuming on (load_model at full scale) leaves it off for the next job run in
+    the same process: core.job ends every stage with the resets registered during it."""
+    from iclr26.core import job
+
+    generation.resume_in(tmp_path / "generation")
+    assert generation._RESUME_DIR == tmp_path / "generation"
+    job._end_job()
+    assert generation._RESUME_DIR is None

@@ -207,6 +207,21 @@ def _save_config(job: Job) -> None:
     atomic_write(job.out_dir / f"{job.stage}.config.yaml", yaml.safe_dump(dict(job.cfg), sort_keys=False))
 
 
+_AT_JOB_END: list[Callable[[], None]] = []
+
+
+def at_job_end(reset: Callable[[], None]) -> None:
+    """Run `reset` when the current stage function returns or raises: process-wide state a stage
+    turns on (a folder of saved generation batches) never leaks into the next job of this process
+    (the tests run many jobs in one)."""
+    _AT_JOB_END.append(reset)
+
+
+def _end_job() -> None:
+    while _AT_JOB_END:
+        _AT_JOB_END.pop()()
+
+
 def run_stage(
     stage: str,
     slug: str,
@@ -257,6 +272,8 @@ def run_stage(
         result = stage_fn(job) or {}
     except ShardDone:
         result = None
+    finally:
+        _end_job()
     if shard is None:
         faults.reached("done")
     elapsed = round(time.time() - started, 3)

@@ -77,6 +77,10 @@ def resume_in(directory) -> None:
     """Save every later generation batch under `directory` and reuse saved ones (None: off)."""
     global _RESUME_DIR
     _RESUME_DIR = Path(directory) if directory is not None else None
+    if directory is not None:   # off again when this job ends (core.job), so no later job reuses it
+        from ..job import at_job_end
+
+        at_job_end(lambda: resume_in(None))
 
 
 def _plain(value):
