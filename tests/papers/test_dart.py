@@ -58,8 +58,8 @@ def test_recall_protocol():
 def test_full_scale_clotho_from_md5_pinned_7z_archives(static_server, tmp_path):
     """The full path offline: Zenodo-layout captions CSVs and .7z audio archives (a folder per split)
     served over loopback, md5-pinned; acquire_zenodo unpacks them with an external command to the
-    layout read_split reads, and the features equal those read from the unpacked originals. Needs a
-    7z packer: p7zip's `7z`, or py7zr's command line (neither is in the pinned envs yet)."""
+    layout read_split reads, and the features equal those read from the unpacked originals. py7zr's
+    command line (pinned in envs/torch.yaml) packs the archives and unpacks them."""
     import hashlib
     import shutil
     import subprocess
@@ -223,6 +223,7 @@ def test_full_scale_pretrained_encoders_offline(static_server, tmp_path):
     of 2: gradient caching) and one evaluation of each loss; a checkpoint of another shape is one
     error."""
     import hashlib
+    import shutil
 
     from iclr26.core.config import compose_job_config
     from iclr26.core.errors import DataError
@@ -240,7 +241,11 @@ def test_full_scale_pretrained_encoders_offline(static_server, tmp_path):
     cfg["text_encoder"] = {**cfg["text_encoder"], "source": str(_tiny_bert(tmp_path, words))}
     cfg["model"] = {**cfg["model"], "d": 8, "audio": {**cfg["model"]["audio"], "width": 4, "max_seconds": 0.4}}
     cfg["device"] = "cpu"
-    cfg["train"] = {**cfg["train"], "steps": 1, "chunk": 2, "eval_chunk": 2, "batch_sizes": [4, 4]}
+    cfg["train"] = {**cfg["train"], "epochs": 2, "chunk": 2, "eval_chunk": 2, "batch_sizes": [4, 4]}
+    assert full.splits(cfg) == ("development", "validation", "evaluation")
+    shutil.copytree(raw / "evaluation", raw / "validation")             # a validation split in Clotho's layout
+    shutil.copy(raw / "clotho_captions_evaluation.csv", raw / "clotho_captions_validation.csv")
+    cfg["data"]["clotho"] = {**cfg["data"]["clotho"], "min_clips": {"development": 6, "validation": 3, "evaluation": 3}}
     served = encoders.ResNet38(FRONTEND, 4).state_dict()
     state = {k: v for k, v in served.items() if not k.startswith("logmel.")}
     state.update({"spectrogram_extractor.stft.conv_real.weight": torch.zeros(513, 1, 1024),
@@ -260,29 +265,53 @@ def test_full_scale_pretrained_encoders_offline(static_server, tmp_path):
     assert got["panns"]["sha256"] == hashlib.sha256((root / "ResNet38.pth").read_bytes()).hexdigest()
     prep = tmp_path / "prepared"
     prep.mkdir()
-    info = full.prepare(raw, prep, cfg, data.SPLITS)
+    info = full.prepare(raw, prep, cfg, full.splits(cfg))
     assert info["development"]["clips"] == 6 and info["evaluation"]["truncated"] == 0
+    assert info["evaluation"]["missing"] == 0 and info["validation"]["clips"] == 3
     f = full.load(prep)
     assert f["development_wave"].shape == (6, 12800) and f["evaluation_ids"].shape[:2] == (3, 5)
+    assert f["validation_wave"].shape == (3, 12800)
     assert (f["evaluation_ids"][:, :, 0] == 2).all()                     # [CLS] first
     net = encoders.build(cfg, cfg["text_encoder"]["source"], full.checkpoint_path(raw, cfg))
     assert torch.equal(net.audio.conv_block1.conv1.weight, state["conv_block1.conv1.weight"])
+    assert full.run_steps(cfg["train"], 6, 4) == (16, 8)            # 2 caption-epochs of 30 pairs at batch 4
     for method in ("iot", "dart_no_ram", "dart"):
         torch.manual_seed(0)
         a, t, out = full.fit(f, method, 4, 0.5, cfg, 0, raw, log=lambda m: None)
         assert a.shape == (3, 8) and t.shape == (3, 5, 8) and np.isfinite(a).all() and np.isfinite(t).all()
         assert np.allclose(np.linalg.norm(a, axis=1), 1, atol=1e-4) and 0 <= recalls(a, t)["r10_a2t"] <= 100
         assert np.isfinite(out["ram_ratio"]) == (method == "dart")
+        # the validation split scored after each caption-epoch; the kept epoch is the best (ties: the later)
+        steps, scores = zip(*out["validation"])
+        assert steps == (8, 16) and out["steps"] == 16
+        assert out["selected_step"] == max(zip(scores, steps))[1]
+        assert np.isfinite(out["grad_iot_late"]) and out["grad_iot_late"] > 0
+        assert np.isfinite(out["grad_uwd_late"]) == (method != "iot") == np.isfinite(out["grad_ratio_late"])
+    with pytest.raises(DataError, match="train.select is validation but the prepared data has no validation"):
+        full.fit({k: v for k, v in f.items() if not k.startswith("validation")}, "iot", 4, 0.0, cfg, 0, raw)
+    (raw / "evaluation" / sorted(p.name for p in (raw / "evaluation").glob("*.wav"))[0]).unlink()
+    prep2 = tmp_path / "prepared2"
+    prep2.mkdir()
+    with pytest.raises(DataError, match=r"2 evaluation clips .*fewer than data.clotho.min_clips.evaluation = 3 "
+                                        r"\(1 of the CSV's 3 missing"):
+        full.prepare(raw, prep2, cfg, full.splits(cfg))
     state["conv_block1.conv1.weight"] = torch.zeros(8, 1, 3, 3)
     del state["bn0.weight"]
     with pytest.raises(DataError, match="missing .'bn0.weight'.*shape .'conv_block1.conv1.weight"):
         encoders.load_panns(encoders.ResNet38(FRONTEND, 4), state)
-    (raw / "encoders" / "ResNet38_mAP=0.434.pth").write_bytes((root / "ResNet38.pth").read_bytes()[:-1] + b"x")
-    with pytest.raises(DataError, match="needs a full unpickle|not a PANNs checkpoint"):
-        encoders.load_checkpoint(raw / "encoders" / "ResNet38_mAP=0.434.pth", md5)
+    ckpt = raw / "encoders" / "ResNet38_mAP=0.434.pth"
+    ckpt.write_bytes((root / "ResNet38.pth").read_bytes()[:-1] + b"x")
+    with pytest.raises(DataError, match="needs a full unpickle|not a PANNs checkpoint|cannot read the PANNs"):
+        encoders.load_checkpoint(ckpt, md5)
+    ckpt.write_bytes((root / "ResNet38.pth").read_bytes()[:1000])          # truncated: one error naming the file
+    with pytest.raises(DataError, match=f"cannot read the PANNs checkpoint ResNet38_mAP=0.434.pth .*{md5}"):
+        encoders.load_checkpoint(ckpt, md5)
+    ckpt.unlink()
+    with pytest.raises(DataError, match=f"PANNs checkpoint .*ResNet38_mAP=0.434.pth is missing .md5 {md5}"):
+        encoders.build(cfg, cfg["text_encoder"]["source"], ckpt)
 
 
-def test_missing_unpacker_empty_archive_and_empty_split_are_one_error_each(tmp_path):
+def test_missing_unpacker_empty_archive_and_empty_split_are_one_error_each(tmp_path, workdir):
     import zipfile
 
     from iclr26.core.errors import ConfigError, DataError
@@ -305,3 +334,81 @@ def test_missing_unpacker_empty_archive_and_empty_split_are_one_error_each(tmp_p
         data.read_split(tmp_path / "raw", {"mel": {}}, "evaluation")
     with pytest.raises(ConfigError, match="data.clotho.source 'hub' is not synthetic or zenodo"):
         run_paper("dart", "smoke", ["data.clotho.source=hub"], seeds=[0])
+
+
+def _ids(item) -> tuple[str, ...]:
+    """The ids a deviation's text starts with: '[schedule] ...' or '[sinkhorn] [tiny-size] ...'."""
+    import re
+
+    text = item if isinstance(item, str) else item["what"]
+    head = re.match(r"^((?:\[[a-z0-9-]+\]\s*)+)", text)
+    return tuple(re.findall(r"\[([a-z0-9-]+)\]", head.group(1))) if head else ()
+
+
+def test_full_config_restates_every_tiny_deviation():
+    """Hydra replaces lists, so full.yaml's deviations replace the tiny ones (audit 09c finding 1):
+    every tiny deviation carries an id, and every id is restated (or explicitly replaced) by a full
+    deviation carrying it; a post-hoc tiny deviation stays post hoc, with its date, at full."""
+    from iclr26.core.config import compose_job_config
+
+    tiny, full = (compose_job_config("dart", scale) for scale in ("tiny", "full"))
+    assert tiny["deviations"] != full["deviations"]                      # the scale's list replaced the base one
+    for cfg in (tiny, full):
+        ids = [i for d in cfg["deviations"] for i in _ids(d)]
+        assert all(_ids(d) for d in cfg["deviations"]) and len(ids) == len(set(ids))
+    at_full = {i: d for d in full["deviations"] for i in _ids(d)}
+    for d in tiny["deviations"]:
+        for i in _ids(d):
+            assert i in at_full, f"tiny deviation [{i}] is neither restated nor replaced at full scale"
+            if isinstance(d, dict) and d.get("post_hoc"):
+                assert at_full[i].get("post_hoc") == d["post_hoc"], f"[{i}] is post hoc at tiny, not at full"
+    assert {"iot-baseline", "schedule", "nuisance", "lambda", "not-run", "loss-choices"} <= set(at_full)
+    assert "EMA" in at_full["loss-choices"]["what"] and "detached" in at_full["loss-choices"]["what"]
+    # the full schedule as stated: m-LTM's 10 caption-epochs, constant lr, selection on validation
+    from iclr26.papers.dart import full as full_path
+
+    t = full["train"]
+    assert t["epochs"] == 10 and t["select"] == "validation" and "lr_decay_at" not in t
+    assert [full_path.run_steps(t, full["data"]["clotho"]["n_dev"], b)[0] for b in t["batch_sizes"]] == [6000, 750]
+    assert "6,000 Adam steps at batch 32, 750 at batch 256" in at_full["schedule"]["what"]
+    assert tuple(full["data"]["clotho"]["files"]) == ("development", "validation", "evaluation")
+
+
+def test_resnet38_full_width_matches_panns_names_and_shapes():
+    """ResNet38 at width 64 against the key names and shapes of PANNs' ResNet38 (audioset_tagging_cnn
+    pytorch/models.py: bn0; conv_block1 = ConvBlock(1, 64); resnet = _ResNet(_ResnetBasicBlock,
+    [3, 4, 6, 3]) whose stride-2 blocks downsample by Sequential(AvgPool2d, conv1x1, BN);
+    conv_block_after1 = ConvBlock(512, 2048); then fc1, fc_audioset, which are skipped), enumerated here
+    from that structure, not from our model: 246 checkpoint keys, 239 of them the trunk's."""
+    from iclr26.papers.dart import encoders
+
+    def bn(name, c):
+        return {f"{name}.weight": (c,), f"{name}.bias": (c,), f"{name}.running_mean": (c,),
+                f"{name}.running_var": (c,), f"{name}.num_batches_tracked": ()}
+
+    def conv_block(name, c_in, c_out):
+        return {f"{name}.conv1.weight": (c_out, c_in, 3, 3), f"{name}.conv2.weight": (c_out, c_out, 3, 3),
+                **bn(f"{name}.bn1", c_out), **bn(f"{name}.bn2", c_out)}
+
+    want = {**bn("bn0", 64), **conv_block("conv_block1", 1, 64), **conv_block("conv_block_after1", 512, 2048)}
+    inplanes = 64
+    for i, (planes, blocks, stride) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3), (1, 2, 2, 2))):
+        for j in range(blocks):
+            name = f"resnet.layer{i + 1}.{j}"
+            c_in = inplanes if j == 0 else planes
+            want.update({f"{name}.conv1.weight": (planes, c_in, 3, 3), **bn(f"{name}.bn1", planes),
+                         f"{name}.conv2.weight": (planes, planes, 3, 3), **bn(f"{name}.bn2", planes)})
+            if j == 0 and (stride != 1 or inplanes != planes):
+                k = 1 if stride == 2 else 0                  # AvgPool2d first in a stride-2 downsample
+                want.update({f"{name}.downsample.{k}.weight": (planes, inplanes, 1, 1),
+                             **bn(f"{name}.downsample.{k + 1}", planes)})
+        inplanes = planes
+    skipped = {"spectrogram_extractor.stft.conv_real.weight", "spectrogram_extractor.stft.conv_imag.weight",
+               "logmel_extractor.melW", "fc1.weight", "fc1.bias", "fc_audioset.weight", "fc_audioset.bias"}
+    assert len(want) == 239 and len(want) + len(skipped) == 246
+    assert all(k.startswith(encoders.SKIPPED) for k in skipped)
+    model = encoders.ResNet38(FRONTEND, 64)
+    ours = {k: tuple(v.shape) for k, v in model.state_dict().items() if not k.startswith("logmel.")}
+    assert ours == want
+    assert sum(p.numel() for p in model.parameters() if p.requires_grad) == 68_507_072
+    assert model.out_dim == 2048

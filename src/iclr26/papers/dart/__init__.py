@@ -6,7 +6,7 @@ from iclr26.core.paper import Paper
 
 PAPER = Paper(
     slug="dart",
-    title="DART: Dual-level Alignment via Robust Transport for Audio-Text Retrieval",
+    title="Beyond Instance-Level Alignment: Dual-Level Optimal Transport for Audio-Text Retrieval (DART)",
     openreview="cFhcd4WGjO",
     methods=("iot", "dart_no_ram", "dart"),
     datasets=("clotho",),

@@ -8,10 +8,11 @@ fixed set of mel bands (`nuisance.bands`, disjoint from the event bands; card 09
 with an independent Student-t amplitude per clip (heavy-tailed, high-variance log-mel channels that
 no caption describes: what the reliability-aware marginals should down-weight). Captions: the event
 name and attribute words in random order among filler words (5 per clip).
-Full (`acquire_zenodo`): Clotho v2.1 from Zenodo record 4783391, each file pinned by the md5 the
-record publishes (core.acquire.download_pinned records its sha256); the `.7z` audio archives are
-unpacked with p7zip's `7z` (or the config's `unpack` command) into the same
-`{development,evaluation}/<file_name>` layout.
+Full (`acquire_zenodo`): Clotho v2.1 from Zenodo record 4783391, each file of the splits the config
+lists (`files`: development, validation, evaluation) pinned by its md5 (core.acquire.download_pinned
+records its sha256); the `.7z` audio archives are unpacked with py7zr (DEFAULT_UNPACK, pinned in
+envs/torch.yaml) or the config's `unpack` command (e.g. p7zip's `7z x`) into the same
+`<split>/<file_name>` layout.
 `read_split` (model.encoder mlp: tiny, smoke): captions CSV + clips -> log-mel (core.audio) -> audio
 features (per-mel mean and std over frames) and tokenised captions. At full scale (model.encoder
 pretrained) full.prepare reads the same CSVs and clips (core.audio.read_clip) into 32 kHz waveforms
@@ -79,12 +80,13 @@ def synthesise(cfg: dict, out: Path) -> dict:
 
 
 def acquire_zenodo(spec: dict, out: Path) -> dict:
-    """Download the pinned captions CSVs and audio archives of the development and evaluation
-    splits and unpack the clips; returns {file: {url, sha256}} for the manifest."""
+    """Download the pinned captions CSVs and audio archives of every split of `files` (development,
+    validation, evaluation at full scale) and unpack the clips; returns {file: {url, sha256}} for the
+    manifest."""
     from iclr26.core.acquire import download_pinned
 
     got = {}
-    for split in SPLITS:
+    for split in spec["files"]:
         files = spec["files"][split]
         got[f"clotho_captions_{split}.csv"] = download_pinned(files["captions"], out / f"clotho_captions_{split}.csv")
         archive = out / "archives" / files["audio"]["file"]
@@ -100,9 +102,10 @@ def acquire_zenodo(spec: dict, out: Path) -> dict:
 
 def extract_7z(archive: Path, dest: Path, command: list[str]) -> int:
     """Unpack the .wav members of a 7z archive into `dest` (flat, by file name, whatever folder the
-    archive puts them in) with the unpacking command of the config (`unpack`, default p7zip's
-    `7z x`; {archive} and {out} are filled in); a `.complete` marker makes a repeated acquire skip
-    the work. An external command, not a Python 7z library: none is in the pinned envs."""
+    archive puts them in) with the unpacking command of the config (`unpack`, default py7zr's
+    command line, pinned in envs/torch.yaml; {archive} and {out} are filled in); a `.complete`
+    marker makes a repeated acquire skip the work. A command, not an import, so that p7zip's `7z x`
+    can replace it from the config."""
     marker = dest / ".complete"
     if marker.exists():
         return int(marker.read_text())

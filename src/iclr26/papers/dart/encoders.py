@@ -153,9 +153,16 @@ class ResNet38(nn.Module):
 def load_checkpoint(path: Path, md5: str | None) -> dict:
     """The state dict of a PANNs checkpoint ({'model': state_dict, ...}). torch.load with
     weights_only first; PANNs' training script also pickles its sampler state (numpy arrays),
-    which weights_only refuses: such a file is unpickled fully only when its md5 is the pinned one."""
+    which weights_only refuses: such a file is unpickled fully only when its md5 is the pinned one.
+    A missing or unreadable (truncated) file is one DataError naming the file and its pinned md5."""
+    if not Path(path).is_file():
+        raise DataError(f"dart: the PANNs checkpoint {path} is missing (md5 {md5}): run the acquire stage")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, OSError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DataError(f"dart: cannot read the PANNs checkpoint {Path(path).name} (truncated or not a torch "
+                        f"file? pinned md5 {md5}): {why}") from None
     except pickle.UnpicklingError:
         from iclr26.core.acquire import md5_file
 

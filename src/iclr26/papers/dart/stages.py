@@ -1,14 +1,16 @@
 """Stages of DART (card 09): dual-level OT for audio-text retrieval.
 
     acquire   tiny/smoke: the Clotho-layout generator (data.py); full: Clotho v2.1 from Zenodo
-              (md5-pinned captions CSVs and .7z audio archives, unpacked with py7zr or p7zip's 7z),
+              (development, validation, evaluation: md5-pinned captions CSVs and .7z audio
+              archives, unpacked with py7zr or p7zip's 7z),
               the PANNs ResNet38 checkpoint (md5-pinned) and BERT at a pinned commit (full.py)
     prepare   model.encoder mlp (tiny, smoke): captions CSV + clips -> log-mel (core.audio) -> audio
               features; caption vocabulary. pretrained (full): clips -> 32 kHz waveforms, captions ->
               BERT token ids (full.py)
     train     per seed and cell (batch size x pair condition): mlp: audio MLP + text EmbeddingBag
               encoders (training.py); pretrained: ResNet38 + BERT with m-LTM's projection heads
-              (encoders.py, full.py); the method's loss (iot | dart_no_ram | dart); saves test embeddings
+              (encoders.py, full.py; the epoch selected on the validation split); the method's loss
+              (iot | dart_no_ram | dart); saves test embeddings
     evaluate  R@1/5/10 audio->text (a hit: any of the clip's 5 captions) and text->audio (each
               caption a query), the Clotho protocol
 """
@@ -51,7 +53,7 @@ def prepare(job) -> dict:
     if pretrained(job.cfg):
         from . import full
 
-        return full.prepare(job.raw_dir(), job.out_dir, job.cfg, data.SPLITS)
+        return full.prepare(job.raw_dir(), job.out_dir, job.cfg, full.splits(job.cfg))
     dev_x, dev_c = data.read_split(job.raw_dir(), spec, "development")
     ev_x, ev_c = data.read_split(job.raw_dir(), spec, "evaluation")
     vocab = sorted({w for caps in dev_c for c in caps for w in data.tokens(c)})
