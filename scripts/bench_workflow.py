@@ -8,6 +8,8 @@ after, and per paper:
   - job_s:   seconds of the jobs as Snakemake measured them (the rules' `benchmark:` files):
              interpreter start, imports, config composition, the stage, writing its outputs;
   - overhead_s and overhead_share: job_s - stage_s, the cost of a job outside the paper's code;
+  - job_cpu_s: the CPU seconds of those jobs (the benchmark files' cpu_time): the cost on a shared
+               machine, whatever threads a job was given (job_s undercounts a job of several threads);
 and the fixed cost of one job (a stage that does nothing: `python -m iclr26 config`, median of 5).
 Prints one JSON object. Run it on an otherwise idle machine: it times, it does not assert.
 """
@@ -60,13 +62,14 @@ def main() -> None:
                f"scale={args.scale}"] + ([f"papers=[{','.join(args.papers)}]"] if args.papers else [])
         first = timed(cmd, work)
         noop = timed(cmd, work)
-        stage_s, job_s = stage_seconds(work), job_seconds(work)
+        stage_s, job_s, job_cpu_s = stage_seconds(work), job_seconds(work), job_seconds(work, "cpu_time")
         fixed = fixed_cost(work, args.scale)
     papers = {}
     for paper in sorted(stage_s):
         inside, total = sum(stage_s[paper].values()), sum(job_s[paper].values())
         papers[paper] = {"stage_s": {k: round(v, 1) for k, v in stage_s[paper].items()},
                          "stage_total_s": round(inside, 1), "job_total_s": round(total, 1),
+                         "job_cpu_s": round(sum(job_cpu_s[paper].values()), 1),
                          "overhead_s": round(total - inside, 1),
                          "overhead_share": round((total - inside) / total, 3) if total else None}
     stage_total = round(sum(p["stage_total_s"] for p in papers.values()), 1)
@@ -86,13 +89,14 @@ def stage_seconds(work: Path) -> dict:
     return per_paper
 
 
-def job_seconds(work: Path) -> dict:
-    """Wall seconds of every job as Snakemake measured it: benchmarks/<scale>/<paper>/<stage>/*.tsv."""
+def job_seconds(work: Path, column: str = "s") -> dict:
+    """Seconds of every job as Snakemake measured it (benchmarks/<scale>/<paper>/<stage>/*.tsv): its
+    wall time (column s) or its CPU time (cpu_time)."""
     per_paper = defaultdict(lambda: defaultdict(float))
     for tsv in work.glob("benchmarks/*/*/*/*.tsv"):
         paper, stage = tsv.parts[-3], tsv.parts[-2]
         with open(tsv) as handle:
-            per_paper[paper][stage] += float(next(csv.DictReader(handle, delimiter="\t"))["s"])
+            per_paper[paper][stage] += float(next(csv.DictReader(handle, delimiter="\t"))[column])
     return per_paper
 
 

@@ -214,3 +214,26 @@ def tiny_qwen25_vl(folder, text: str, max_positions: int = 4096):
     Qwen2_5_VLForConditionalGeneration(cfg).save_pretrained(folder)
     proc.save_pretrained(folder)
     return folder
+
+
+# Tests run stages in temporary folders (the workdir / smoke_run fixtures); one that forgets (or state
+# that outlives its test) would write into the checkout's data/ or runs/, where a later run of the
+# pipeline could read it. The session fails then, naming the files.
+_SMOKE_OUTPUTS = [REPO / "data", REPO / "runs", REPO / "results" / "smoke"]
+
+
+def _smoke_files() -> set[Path]:
+    return {p for root in _SMOKE_OUTPUTS if root.exists() for p in root.rglob("*")}
+
+
+def pytest_sessionstart(session):
+    session.config._smoke_files_before = _smoke_files()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = getattr(session.config, "_smoke_files_before", set())
+    new = sorted(_smoke_files() - before)
+    if new:
+        print(f"\nA test wrote pipeline outputs into the checkout (run it in the workdir fixture): "
+              f"{', '.join(str(p.relative_to(REPO)) for p in new[:5])}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -127,6 +127,6 @@ def test_the_saved_batches_folder_is_off_again_when_the_job_ends(tmp_path):
     from iclr26.core import job
 
     generation.resume_in(tmp_path / "generation")
-    assert generation._RESUME_DIR == tmp_path / "generation"
+    assert generation._RESUME_DIR == (tmp_path / "generation").resolve()
     job._end_job()
     assert generation._RESUME_DIR is None

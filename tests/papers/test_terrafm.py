@@ -207,7 +207,7 @@ def test_full_scale_acquire_names_the_missing_worldcover_table(tmp_path):
         mt.acquire_hub({"worldcover_dir": str(tmp_path / "none"), "hub": {}}, tmp_path)
 
 
-def test_a_metadata_row_that_misnames_its_row_group_is_one_error(raw, tmp_path):
+def test_a_metadata_row_that_misnames_its_row_group_is_one_error(raw, tmp_path, workdir):
     """Major-TOM's metadata names a row group per grid cell; a group that does not exist, or one that
     does not hold the cell, stops the acquire with the cell and the URL named."""
     from iclr26.core.errors import DataError

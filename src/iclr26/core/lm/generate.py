@@ -76,7 +76,7 @@ FIELDS = ("tokens", "logprob", "entropy", "maxprob")
 def resume_in(directory) -> None:
     """Save every later generation batch under `directory` and reuse saved ones (None: off)."""
     global _RESUME_DIR
-    _RESUME_DIR = Path(directory) if directory is not None else None
+    _RESUME_DIR = Path(directory).resolve() if directory is not None else None   # not the next cwd's
     if directory is not None:   # off again when this job ends (core.job), so no later job reuses it
         from ..job import at_job_end
 
