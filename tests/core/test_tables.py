@@ -62,3 +62,23 @@ def test_deviations_are_printed_under_the_table_and_checked_when_composed():
     slug = sorted(all_papers())[0]
     with pytest.raises(ConfigError, match=r"config key 'deviations\[0\]' must be a string or"):
         compose_job_config(slug, "smoke", ("deviations=[{when: now}]",))
+
+
+def test_the_tiny_post_hoc_history_is_printed_at_full_scale():
+    """A full-scale file replaces the deviation list; the tiny-scale post-hoc decisions it does not
+    restate still appear under their own heading."""
+    from iclr26.core.config import compose_job_config
+    from iclr26.core.paper import all_papers
+    from iclr26.core.tables import render_markdown
+    from iclr26.core.tabulate import tiny_history
+
+    for slug in sorted(all_papers()):
+        tiny = [d for d in compose_job_config(slug, "tiny").get("deviations") or []
+                if isinstance(d, dict) and d.get("post_hoc")]
+        if tiny:
+            break
+    assert tiny_history(slug, []) == tiny
+    assert tiny_history(slug, [tiny[0]["what"]]) == tiny[1:]
+    text = render_markdown("t", "s", [], {}, {}, [], [], [], ["full only"], tiny)
+    assert "## Decisions made after reading tiny-scale results" in text
+    assert f"- {tiny[0]['what']}" in text

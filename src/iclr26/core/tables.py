@@ -82,7 +82,8 @@ def deviation_text(item) -> str:
 
 
 def render_markdown(title: str, subtitle: str, sections: list[Section], labels: dict, reported: dict,
-                    claims: list[dict], figures: list[str], notes: list[str], deviations: list | None = None) -> str:
+                    claims: list[dict], figures: list[str], notes: list[str], deviations: list | None = None,
+                    tiny_history: list | None = None) -> str:
     lines = [f"# {title}", "", subtitle, ""]
     for sec in sections:
         if sec.name:
@@ -112,6 +113,11 @@ def render_markdown(title: str, subtitle: str, sections: list[Section], labels: 
         lines += ["", f"_Intervals: {how}._", ""] if how else [""]
     if deviations:
         lines += ["## Deviations from the paper", ""] + [f"- {deviation_text(d)}" for d in deviations] + [""]
+    if tiny_history:
+        lines += ["## Decisions made after reading tiny-scale results", "",
+                  "_Listed at every scale so that no post-hoc decision is hidden; those not restated above "
+                  "concern the tiny design and may not apply at this scale._", ""]
+        lines += [f"- {deviation_text(d)}" for d in tiny_history] + [""]
     if notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     for fig in figures:

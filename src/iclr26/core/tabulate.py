@@ -24,6 +24,17 @@ def _seed_text(seeds: list[int]) -> str:
     return f"{len(seeds)} seeds ({', '.join(map(str, seeds))})" if seeds else "no seeds"
 
 
+def tiny_history(slug: str, deviations: list) -> list:
+    """The post-hoc items of the paper's tiny configuration that `deviations` (another scale's list)
+    does not restate: a scale file replaces the deviation list, and the history must not go with it."""
+    def what(item) -> str:
+        return item if isinstance(item, str) else item["what"]
+
+    here = {what(d) for d in deviations}
+    tiny = compose_job_config(slug, "tiny").get("deviations") or []
+    return [d for d in tiny if isinstance(d, dict) and d.get("post_hoc") and d["what"] not in here]
+
+
 def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir) -> Path:
     paper = get_paper(slug)
     cfg = compose_job_config(slug, scale, tuple(overrides), seeds)
@@ -58,7 +69,8 @@ def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir)
                                  f"code {paper.code}" if paper.code else "") if x)
     subtitle = f"**Ours: {scale_note}**, {_seed_text(cfg['seeds'])}. {ids}"
     markdown = render_markdown(title, subtitle, sections, labels, cfg.get("reported") or {}, claims, figures,
-                               list(spec.get("notes", [])), list(cfg.get("deviations") or []))
+                               list(spec.get("notes", [])), list(cfg.get("deviations") or []),
+                               tiny_history(slug, list(cfg.get("deviations") or [])) if scale == "full" else None)
     atomic_write(out / "table.md", markdown)
     atomic_write(out / "table.csv", render_csv(sections, labels, cfg.get("reported") or {}, scale))
     atomic_write(out / "table.tex", render_latex(f"{title} ({scale} scale)", sections, labels))
