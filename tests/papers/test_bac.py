@@ -165,16 +165,25 @@ def test_full_scale_path_offline(workdir, static_server):
                  "eval.timing.warmup=0", "eval.timing.repeats=1", "seed_batch=3"]
     # the closed loop in the real gym-pusht simulator: 2 of the official test episodes, 12 steps each
     overrides += ["eval.episodes=2", "eval.pusht.max_steps=12", "eval.closed_loop_budgets=[5]"]
+    # acquire checks the counts (full: 206 episodes, 25,650 steps) and the keypoint map before training
+    overrides += ["data.pusht.expect.episodes=8", f"data.pusht.expect.steps={len(arrays['data/action'])}",
+                  "cache.match.rows.uniform=[5]"]
     records = pd.DataFrame(load_records(run_paper("bac", "full", overrides, seeds=[0, 1, 2],  # 3: claim tests
-                                                  methods=["full", "bac"])))
-    assert set(records["method"]) == {"full", "bac"} and len(records) == 6
+                                                  methods=["full", "uniform", "bac"])))
+    assert set(records["method"]) == {"full", "uniform", "bac"} and len(records) == 12
     for column in ("success", "score", "max_coverage"):                # every row ran the simulator
         assert records[column].between(0, 1).all(), column
     assert (records["score"] >= records["success"]).all()              # a success has reward 1
     assert (records["score"] <= records["max_coverage"] / 0.95 + 1e-9).all()
     bac = records[records["method"] == "bac"]
     assert len(bac) == 3 and (bac["action_l2"] > 0).all() and (bac["flops_speedup"] > 1).all()
-    assert (bac["wall_speedup"] > 0).all()
+    assert (bac["wall_speedup"] > 0).all() and (bac["matched"] == 1).all() and (bac["gpu_timing"] == 0).all()
+    # uniform: the equal-S record and the compute-matched one (closed loop and timing included at full)
+    uni = records[records["method"] == "uniform"].set_index("seed")
+    matched, equal = uni[uni["matched"] == 1], uni[uni["matched"] == 0]
+    assert len(matched) == 3 and len(equal) == 3 and (equal["budget"] == 5).all()
+    assert (matched["gflops_chunk"] >= bac.set_index("seed")["gflops_chunk"] - 1e-12).all()
+    assert (matched["budget"] > 5).all() and matched["wall_speedup"].notna().all() and matched["score"].notna().all()
 
 
 def test_pusht_lowdim_observation_matches_gym_pusht():
@@ -222,3 +231,75 @@ def test_pusht_lowdim_observation_matches_gym_pusht():
     assert ((0 <= sim.max_reward) & (sim.max_reward <= 1) & (0 <= sim.max_coverage)).all()
     sim.close()
     ref.close()
+
+
+def test_official_split_and_downsample():
+    """get_val_mask / downsample_mask as in diffusion_policy.common.sampler (seed 42, 206 episodes)."""
+    from iclr26.papers.bac import stages
+
+    train, held = stages.split_episodes(206, 0.02, 42)
+    np.testing.assert_array_equal(held, [18, 90, 134, 157])             # the official validation episodes
+    assert len(train) == 202 and not set(train) & set(held)
+    kept = stages.max_episodes(train, 90, 42)
+    assert len(kept) == 90 and set(kept) <= set(train)
+    mask = np.zeros(206, bool)
+    mask[train] = True
+    want = np.flatnonzero(mask)[np.random.default_rng(42).choice(202, 90, replace=False)]
+    np.testing.assert_array_equal(kept, np.sort(want))
+
+
+def test_demonstration_check_fails_with_one_data_error(tmp_path):
+    from iclr26.core.errors import DataError
+    from iclr26.papers.bac import stages
+
+    arrays = env.expert_episodes(SPEC, 4, 0)
+    arrays.pop("meta/mode")
+    env.write_zarr(tmp_path / "ok.zarr", arrays)
+    info = stages.check_demonstrations(tmp_path / "ok.zarr", {"episodes": 4}, tmp_path)
+    assert info["episodes_found"] == 4 and info["keypoint_map_max_error_px"] < 0.5
+    assert (tmp_path / "keypoint_map.json").exists()
+    with pytest.raises(DataError, match="expected 206"):
+        stages.check_demonstrations(tmp_path / "ok.zarr", {"episodes": 206}, tmp_path)
+    arrays["data/keypoint"] = arrays["data/keypoint"] + np.random.default_rng(0).normal(0, 5, arrays["data/keypoint"].shape)
+    env.write_zarr(tmp_path / "bad.zarr", arrays)
+    with pytest.raises(DataError, match="rigid"):
+        stages.check_demonstrations(tmp_path / "bad.zarr", None, tmp_path)
+
+
+def test_matched_budget_reaches_the_target_with_the_smallest_budget():
+    from iclr26.papers.bac import stages
+
+    blocks = [(0, "sa"), (0, "ffn")]
+    at = lambda s: {b: cache.uniform(20, s) for b in blocks}   # noqa: E731
+    count = lambda sched: sum(len(v) for v in sched.values())  # noqa: E731
+    used, sched = stages.matched_budget(at, count, 13, 5, 20)
+    assert used == 7 and count(sched) == 14                   # 6 per block is 12 < 13
+    assert stages.matched_budget(at, count, 10, 5, 20)[0] == 5
+
+
+def test_closed_loop_runs_the_cached_schedule(monkeypatch):
+    """The closed loop samples every chunk with the row's masks: the blocks the model computes over an
+    episode batch equal the chunks sampled times the schedule's updates per chunk (uncached: all)."""
+    from iclr26.papers.bac import stages
+
+    net = small_model()
+    sched = M.scheduler({"noise_scheduler": {"num_train_timesteps": 100, "beta_schedule": "squaredcos_cap_v2",
+                                             "clip_sample": True, "prediction_type": "epsilon",
+                                             "variance_type": "fixed_small"}})
+    sched.set_timesteps(10)
+    policy = stages.Policy.__new__(stages.Policy)
+    policy.cfg = {"eval": {"episodes": 3, "simulator": "reach_around_t"},
+                  "data": {"pusht": {"env": dict(SPEC, block_jitter=0, max_angle=0.0, max_steps=16)}}}
+    policy.net, policy.sched, policy.device, policy.steps = net, sched, torch.device("cpu"), 10
+    policy.horizon, policy.n_obs, policy.n_act, policy.action_dim = 8, 2, 4, 2
+    policy.obs_norm = M.Normalizer(torch.zeros(20), torch.full((20,), 512.0))
+    policy.act_norm = M.Normalizer(torch.zeros(2), torch.full((2,), 512.0))
+    calls, real = [], cache.sample
+    monkeypatch.setattr(cache, "sample", lambda *a, **k: calls.append(k.get("update")) or real(*a, **k))
+    masks = {b: cache.mask_of(cache.uniform(10, 3), 10) for b in net.blocks}
+    for update, per_chunk in ((masks, 3 * len(net.blocks)), (None, 10 * len(net.blocks))):
+        calls.clear()
+        before = net.executed
+        out = stages.closed_loop(policy, update, seed=0)
+        assert calls and all(c is update for c in calls) and 0 <= out["success"] <= 1
+        assert net.executed - before == len(calls) * per_chunk

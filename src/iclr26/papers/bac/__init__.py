@@ -17,7 +17,8 @@ PAPER = Paper(
     datasets=("pusht",),  # Push-T low-dim schema: synthetic two-mode demos at tiny/smoke, pusht.zip at full
     # (closed loop: the reach-around task at tiny/smoke, the official Push-T simulator gym-pusht at full)
     metrics=("action_l2", "ffn_update_err", "success", "score", "flops_speedup", "gflops_chunk", "block_frac",
-             "wall_speedup", "ms_full", "ms_chunk", "adj_sim", "adj_sim_spread", "distinct_schedules"),
+             "budget", "wall_speedup", "ms_full", "ms_chunk", "gpu_timing", "adj_sim", "adj_sim_spread",
+             "distinct_schedules"),
     figures=("bac_tradeoff.png",),
     stage_module="iclr26.papers.bac.stages",
     gpu_stages=("prepare", "train", "evaluate"),  # full: DP-T training, calibration and timing on the GPU

@@ -66,13 +66,6 @@ def keypoint_map(keypoints: np.ndarray, state: np.ndarray, tolerance_px: float =
     return local, error
 
 
-def load_keypoint_map(zarr_path) -> tuple[np.ndarray, float]:
-    import zarr
-
-    root = zarr.open_group(str(zarr_path), mode="r")
-    return keypoint_map(root["data/keypoint"][:], root["data/state"][:])
-
-
 class PushTLowdim:
     """`n` gym-pusht episodes in lockstep with the official low-dim observation.
 

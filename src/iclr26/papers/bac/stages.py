@@ -1,7 +1,9 @@
 """Stages of card 18, BAC: block-wise adaptive caching for Diffusion Policy (arXiv 2506.13456).
 
     acquire   tiny/smoke: scripted two-mode "reach around the T" demonstrations in the Push-T
-              low-dim zarr schema (env.py); full: the Diffusion Policy Push-T data (pusht.zip)
+              low-dim zarr schema (env.py); full: the Diffusion Policy Push-T data (pusht.zip);
+              then, before any training, the store's schema and counts and the rigid fit of the
+              keypoint map the closed loop observes with (check_demonstrations -> keypoint_map.json)
     prepare   the policy BAC plugs into: DP-T (model.py) trained on the demonstrations with the
               official recipe (AdamW, cosine with warm-up, EMA, DDPM epsilon loss), its
               normalizer and the held-out episodes                         -> policy.pt
@@ -15,7 +17,9 @@
               and score (tiny: the reach-around task; full: the official Push-T simulator, gym-pusht,
               pusht_sim.py),
               matmul FLOPs per chunk (torch.utils.flop_counter) and wall-clock per chunk against
-              the uncached policy, interleaved in this process.
+              the uncached policy, interleaved in this process. The baselines also run at the
+              compute-matched budget S' (`cache.match`: the smallest S' whose FLOPs per chunk reach
+              bac's at S, from the same seed's calibration); the accuracy claims compare those.
 
 A seed is one calibration set, one set of held-out windows and sampling noise, and one set of
 closed-loop episodes; every row sees the same ones (paired by seed). One policy is trained (the
@@ -40,9 +44,9 @@ def acquire(job) -> dict:
         arrays = envmod.expert_episodes(spec["env"], spec["episodes"], spec["data_seed"])
         envmod.write_zarr(job.out_dir / spec["zarr"], arrays)
         modes = arrays.pop("meta/mode")
-        return {"source": "synthetic", "steps": int(len(arrays["data/action"])), "episodes": int(spec["episodes"]),
+        info = {"source": "synthetic", "steps": int(len(arrays["data/action"])), "episodes": int(spec["episodes"]),
                 "right_mode_fraction": float((modes > 0).mean())}
-    if spec["source"] == "official":
+    elif spec["source"] == "official":
         import zipfile
 
         from iclr26.core.acquire import download
@@ -50,14 +54,57 @@ def acquire(job) -> dict:
         archive = download(spec["url"], job.out_dir / Path(spec["url"]).name, spec["sha256"], progress=job.log)
         with zipfile.ZipFile(archive) as zf:
             zf.extractall(job.out_dir)
-        return {"source": "official", "url": spec["url"], "sha256": spec["sha256"]}
-    raise ValueError(f"data.{job.dataset}.source must be synthetic or official, got {spec['source']!r}")
+        info = {"source": "official", "url": spec["url"], "sha256": spec["sha256"]}
+    else:
+        raise ValueError(f"data.{job.dataset}.source must be synthetic or official, got {spec['source']!r}")
+    return {**info, **check_demonstrations(job.out_dir / spec["zarr"], spec.get("expect"), job.out_dir)}
 
 
-def split_episodes(n_episodes: int, heldout_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    order = np.random.default_rng(seed).permutation(n_episodes)
-    n_held = max(1, int(round(heldout_fraction * n_episodes)))
-    return np.sort(order[n_held:]), np.sort(order[:n_held])
+def check_demonstrations(zarr_path: Path, expect: dict | None, out_dir: Path) -> dict:
+    """Before any training: the store's schema (data/keypoint (N, 9, 2), data/state (N, 5),
+    data/action (N, 2), meta/episode_ends ending at N), the episode and step counts `expect`s (full:
+    the official 206 episodes, 25,650 steps), and the rigid fit of the block-frame keypoint map the
+    closed loop observes with (pusht_sim.keypoint_map, to 0.5 px). Writes keypoint_map.json (read by
+    evaluate); raises one DataError naming every problem."""
+    import zarr
+
+    from iclr26.core.errors import DataError
+    from iclr26.core.io import write_json
+
+    from . import pusht_sim
+
+    root = zarr.open_group(str(zarr_path), mode="r")
+    kp, state = np.asarray(root["data/keypoint"][:]), np.asarray(root["data/state"][:])
+    action, ends = np.asarray(root["data/action"][:]), np.asarray(root["meta/episode_ends"][:])
+    n = len(state)
+    problems = [f"{key} has shape {arr.shape}, expected {want}"
+                for key, arr, want in (("data/keypoint", kp, (n, 9, 2)), ("data/state", state, (n, 5)),
+                                       ("data/action", action, (n, 2)))
+                if arr.shape != want]
+    if len(ends) == 0 or int(ends[-1]) != n:
+        problems.append(f"meta/episode_ends ends at {int(ends[-1]) if len(ends) else None}, not at the {n} steps")
+    for what, got in (("episodes", len(ends)), ("steps", n)):
+        if expect and expect.get(what) is not None and int(expect[what]) != int(got):
+            problems.append(f"{got} {what}, expected {int(expect[what])}")
+    local, error = None, float("nan")
+    if not problems:
+        try:
+            local, error = pusht_sim.keypoint_map(kp, state)
+        except ValueError as err:
+            problems.append(str(err))
+    if problems:
+        raise DataError(f"{zarr_path.name}: " + "; ".join(problems))
+    write_json(out_dir / "keypoint_map.json", {"keypoint_map": local.tolist(), "max_error_px": error})
+    return {"episodes_found": int(len(ends)), "steps_found": int(n), "keypoint_map_max_error_px": error}
+
+
+def split_episodes(n_episodes: int, val_ratio: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The official split (diffusion_policy.common.sampler.get_val_mask): n_val = round(n * val_ratio),
+    at least 1 and at most n - 1, drawn by default_rng(seed).choice. Returns (train, held-out), sorted."""
+    n_val = min(max(1, round(n_episodes * val_ratio)), n_episodes - 1)
+    val = np.zeros(n_episodes, bool)
+    val[np.random.default_rng(seed).choice(n_episodes, size=n_val, replace=False)] = True
+    return np.flatnonzero(~val), np.flatnonzero(val)
 
 
 # ------------------------------------------------------------------------------------- policy
@@ -184,7 +231,7 @@ class Policy:
         args = (m["horizon"], m["n_obs_steps"], m["n_action_steps"])
         self.train_windows = envmod.windows(ends, *args, saved["train_episodes"].cpu().numpy())
         self.heldout_windows = envmod.windows(ends, *args, saved["heldout_episodes"].cpu().numpy())
-        self.zarr_path = job.raw_dir(DATASET) / spec["zarr"]
+        self.raw_dir = job.raw_dir(DATASET)
         self.sched = M.scheduler(cfg)
         self.sched.set_timesteps(cfg["cache"]["num_inference_steps"])
         self.steps = len(self.sched.timesteps)
@@ -192,10 +239,11 @@ class Policy:
         self.action_dim = spec["action_dim"]
 
     def keypoint_map(self) -> np.ndarray:
-        """The block-frame keypoint map the demonstrations' observations were recorded with."""
-        from . import pusht_sim
+        """The block-frame keypoint map the demonstrations' observations were recorded with (fitted
+        and checked in acquire, check_demonstrations)."""
+        from iclr26.core.io import read_json
 
-        return pusht_sim.load_keypoint_map(self.zarr_path)[0]
+        return np.asarray(read_json(self.raw_dir / "keypoint_map.json")["keypoint_map"], np.float64)
 
     def cond(self, windows: np.ndarray):
         import torch
@@ -241,14 +289,18 @@ def settings(cfg: dict, method: str) -> list[tuple[int, int]]:
     return out
 
 
-def row_schedules(policy: Policy, method: str, seed: int) -> dict:
+def row_schedules(policy: Policy, method: str, seed: int, cost=None) -> dict:
     """Every setting's update steps for one row and seed: {"S<s>_n<n>": {block: steps}} plus each
     budget's block-wise ACS steps ("own_S<s>": where the FFN update-step error is measured). The
-    calibrated rows calibrate on this seed's windows (one uncached pass, similarities, ACS, BUA)."""
+    calibrated rows calibrate on this seed's windows (one uncached pass, similarities, ACS, BUA).
+    With `cost` (schedules -> compute per chunk), the row's compute-matched settings
+    (`cache.match.rows`) too: "matched_S<s>": (S', schedules), see `matched_budget`; a row with
+    matched settings calibrates to derive bac's schedules (uniform included)."""
     from . import cache
 
     c = policy.cfg["cache"]
-    if method in CALIBRATED:
+    matched = [int(s) for s in ((c.get("match") or {}).get("rows") or {}).get(method) or []] if cost else []
+    if method in CALIBRATED or matched:
         sims, feats = calibration(policy, seed)
     else:
         sims, feats = {b: None for b in policy.net.blocks}, {}
@@ -259,7 +311,24 @@ def row_schedules(policy: Policy, method: str, seed: int) -> dict:
         if method in ("blockwise_acs", "bac"):
             out[f"own_S{budget}"] = cache.schedules_for("blockwise_acs", sims, feats, budget, 0, c["phi"],
                                                         policy.steps, c["force_final"])
+    for budget in matched:
+        bac = cache.schedules_for("bac", sims, feats, budget, int(c["n_bu"]), c["phi"], policy.steps, c["force_final"])
+        out[f"matched_S{budget}"] = matched_budget(
+            lambda s: cache.schedules_for(method, sims, feats, s, 0, c["phi"], policy.steps, c["force_final"]),
+            cost, cost(bac), budget, policy.steps)
     return out
+
+
+def matched_budget(schedules_at, cost, target: float, start: int, steps: int) -> tuple[int, dict]:
+    """The compute-matched rule (fixed before the matched rows ran): the smallest per-block budget
+    S' >= start at which the row's compute per chunk (`cache.match.by`: FLOPs or block evaluations)
+    reaches `target`, bac's at the budget start = S with the same seed's calibration. So a matched
+    baseline computes at least as much as bac, and one budget step less would compute less."""
+    for budget in range(int(start), steps + 1):
+        sched = schedules_at(budget)
+        if cost(sched) >= target:
+            return budget, sched
+    raise ValueError(f"no budget up to {steps} reaches the target compute {target}")
 
 
 def train(job) -> dict:
@@ -279,12 +348,13 @@ def train(job) -> dict:
     return {"units": job.units([f"s{s}" for s in job.seeds], work, folder="calibration")}
 
 
-def load_schedules(job, policy: Policy, seed: int) -> dict:
-    """The row's schedules: bac's from its train job, the other rows' computed here."""
+def load_schedules(job, policy: Policy, seed: int, cost=None) -> dict:
+    """The row's schedules: bac's from its train job, the other rows' computed here (with their
+    compute-matched settings, `cost` per chunk)."""
     import torch
 
     if job.method in job.paper.training_free:
-        return row_schedules(policy, job.method, seed)
+        return row_schedules(policy, job.method, seed, cost)
     saved = torch.load(job.out_dir / f"schedules_s{seed}.pt", weights_only=True)
     return {k: {(int(b.split("_")[0]), b.split("_")[1]): v.numpy() for b, v in sched.items()}
             for k, sched in saved.items()}
@@ -357,7 +427,7 @@ def closed_loop(policy: Policy, masks: dict | None, seed: int) -> dict:
         obs = env.reset(np.random.default_rng(20_000 + seed), e["episodes"])
     else:
         raise ValueError(f"eval.simulator must be reach_around_t or gym_pusht, got {e['simulator']!r}")
-    history = [obs, obs]
+    history = [obs] * policy.n_obs
     gen = policy.generator(30_000 + seed)
     done = np.zeros(e["episodes"], bool)
     while not done.all():
@@ -386,6 +456,12 @@ def evaluate(job) -> dict:
                                         policy.action_dim)
     full_flops = cache.chunk_flops({b: np.arange(policy.steps) for b in net.blocks}, per_block, rest, policy.steps)
     total_blocks = len(net.blocks) * policy.steps
+    by = (cfg["cache"].get("match") or {}).get("by", "flops")
+    if by not in ("flops", "blocks"):
+        raise ValueError(f"cache.match.by must be flops or blocks, got {by!r}")
+    cost = ((lambda s: cache.chunk_flops(s, per_block, rest, policy.steps)) if by == "flops"
+            else (lambda s: sum(len(v) for v in s.values())))
+    gpu = int(str(policy.device).startswith("cuda"))   # the wall-clock claim counts GPU timings only
 
     def work(key):
         seed = int(key[1:])
@@ -393,10 +469,11 @@ def evaluate(job) -> dict:
         held = policy.heldout_windows[rng.choice(len(policy.heldout_windows),
                                                  min(e["heldout_windows"], len(policy.heldout_windows)), replace=False)]
         timing_cond = policy.cond(held[:1])
-        rows = load_schedules(job, policy, seed)
+        rows = load_schedules(job, policy, seed, cost)
         records, names, timed, once, ref = [], [], {"full": None}, None, None
-        for budget, n_bu in settings(cfg, job.method):
-            sched = rows[f"S{budget}_n{n_bu}"]
+
+        def one(sched, budget, n_bu, headline, matched, used, err_steps=None):
+            nonlocal once, ref
             masks = None if job.method == "full" else {b: cache.mask_of(v, policy.steps) for b, v in sched.items()}
             if masks is None:   # the uncached policy: measured once, the same record at every budget
                 once = once or {"action_l2": 0.0, "ffn_update_err": 0.0,
@@ -404,16 +481,24 @@ def evaluate(job) -> dict:
                 measured = dict(once)
             else:
                 ref = ref or reference(policy, held, 50_000 + seed)
-                own = rows.get(f"own_S{budget}")
-                l2, ffn_err = cached_errors(policy, held, masks, 50_000 + seed, ref, own)
-                run_loop = budget in e["closed_loop_budgets"] and job.method in e["closed_loop_methods"]
+                l2, ffn_err = cached_errors(policy, held, masks, 50_000 + seed, ref, err_steps)
+                run_loop = (budget in e["closed_loop_budgets"] and job.method in e["closed_loop_methods"]
+                            and (not matched or headline or e.get("closed_loop_matched", True)))
                 looped = closed_loop(policy, masks, seed) if run_loop else {"success": np.nan, "score": np.nan}
                 measured = {"action_l2": l2, "ffn_update_err": ffn_err, **looped}
             flops = cache.chunk_flops(sched, per_block, rest, policy.steps)
+            records.append({"seed": seed, "S": budget, "n_bu": n_bu, "headline": int(headline), "matched": int(matched),
+                            "budget": used, **measured, "flops_speedup": full_flops / flops,
+                            "gflops_chunk": flops / 1e9, "block_frac": sum(len(v) for v in sched.values()) / total_blocks,
+                            "gpu_timing": gpu})
+            return masks
+
+        for budget, n_bu in settings(cfg, job.method):
             headline = n_bu == (cfg["cache"]["n_bu"] if job.method == "bac" else 0)
-            rec = {"seed": seed, "S": budget, "n_bu": n_bu, "headline": int(headline), **measured,
-                   "flops_speedup": full_flops / flops, "gflops_chunk": flops / 1e9,
-                   "block_frac": sum(len(v) for v in sched.values()) / total_blocks}
+            # matched = 1: the record is in the compute-matched comparison at S (bac's headline setting
+            # itself; the uncached reference); the baselines' equal-S records are 0
+            masks = one(rows[f"S{budget}_n{n_bu}"], budget, n_bu, headline, headline and job.method in ("full", "bac"),
+                        policy.steps if job.method == "full" else budget, rows.get(f"own_S{budget}"))
             if job.method == "full":
                 timed["full_again"] = None   # the uncached model against itself: the timer's noise
                 names.append("full_again")
@@ -422,7 +507,14 @@ def evaluate(job) -> dict:
                 names.append(f"S{budget}")
             else:
                 names.append(None)
-            records.append(rec)
+        for budget in sorted(int(k.split("_S")[1]) for k in rows if k.startswith("matched_S")):
+            used, sched = rows[f"matched_S{budget}"]   # the baseline at S' >= S, compute-matched to bac at S
+            masks = one(sched, budget, 0, False, True, int(used))
+            if e.get("time_matched", True):
+                timed[f"M{budget}"] = masks
+                names.append(f"M{budget}")
+            else:
+                names.append(None)
         times = cache.wallclock(net, policy.sched, timing_cond, policy.shape(1), timed, e["timing"]["warmup"],
                                 e["timing"]["repeats"], seed=60_000 + seed, clock=e["timing"]["clock"])
         base = float(np.median(times["full"]))
