@@ -2,8 +2,9 @@
 
     .venv/bin/python scripts/bench_workflow.py [--scale tiny] [--papers p1 p2] [--cores 2]
 
-Measures the wall time of `snakemake --cores N all` from nothing and of the no-op rerun right
-after, and per paper:
+Measures the wall time of `snakemake --cores N all` from nothing (and its CPU seconds, user + system
+of every process: the cost that does not depend on what else the machine runs; bench one paper to
+get its own) and of the no-op rerun right after, and per paper:
   - stage_s: seconds inside the stage functions (each job's provenance `wall_seconds`);
   - job_s:   seconds of the jobs as Snakemake measured them (the rules' `benchmark:` files):
              interpreter start, imports, config composition, the stage, writing its outputs;
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import resource
 import shutil
 import statistics
 import subprocess
@@ -41,9 +43,18 @@ def copy_tree(dest: Path) -> None:
 
 
 def timed(cmd, cwd) -> float:
+    return timed_cpu(cmd, cwd)[0]
+
+
+def timed_cpu(cmd, cwd) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system of the command and every process under it)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return round(time.perf_counter() - started, 2)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return round(wall, 2), round(cpu, 1)
 
 
 def main() -> None:
@@ -60,7 +71,7 @@ def main() -> None:
         copy_tree(work)
         cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "all", "--config",
                f"scale={args.scale}"] + ([f"papers=[{','.join(args.papers)}]"] if args.papers else [])
-        first = timed(cmd, work)
+        first, first_cpu = timed_cpu(cmd, work)
         noop = timed(cmd, work)
         stage_s, job_s, job_cpu_s = stage_seconds(work), job_seconds(work), job_seconds(work, "cpu_time")
         fixed = fixed_cost(work, args.scale)
@@ -73,7 +84,8 @@ def main() -> None:
                          "overhead_s": round(total - inside, 1),
                          "overhead_share": round((total - inside) / total, 3) if total else None}
     stage_total = round(sum(p["stage_total_s"] for p in papers.values()), 1)
-    print(json.dumps({"command": " ".join(cmd[1:]), "first_run_s": first, "noop_rerun_s": noop,
+    print(json.dumps({"command": " ".join(cmd[1:]), "first_run_s": first, "first_run_cpu_s": first_cpu,
+                      "noop_rerun_s": noop,
                       "job_fixed_cost_s": fixed, "stage_total_s": stage_total, "papers": papers}, indent=2))
 
 
