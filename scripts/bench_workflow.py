@@ -9,8 +9,9 @@ get its own) and of the no-op rerun right after, and per paper:
   - job_s:   seconds of the jobs as Snakemake measured them (the rules' `benchmark:` files):
              interpreter start, imports, config composition, the stage, writing its outputs;
   - overhead_s and overhead_share: job_s - stage_s, the cost of a job outside the paper's code;
-  - job_cpu_s: the CPU seconds of those jobs (the benchmark files' cpu_time): the cost on a shared
-               machine, whatever threads a job was given (job_s undercounts a job of several threads);
+  - job_cpu_s: the CPU seconds of those jobs' processes from their start (provenance
+               `process_cpu_seconds`: imports and the stage, every thread): the cost on a shared machine,
+               which wall seconds overstate under load and understate for a job of several threads;
 and the fixed cost of one job (a stage that does nothing: `python -m iclr26 config`, median of 5).
 Prints one JSON object. Run it on an otherwise idle machine: it times, it does not assert.
 """
@@ -73,7 +74,8 @@ def main() -> None:
                f"scale={args.scale}"] + ([f"papers=[{','.join(args.papers)}]"] if args.papers else [])
         first, first_cpu = timed_cpu(cmd, work)
         noop = timed(cmd, work)
-        stage_s, job_s, job_cpu_s = stage_seconds(work), job_seconds(work), job_seconds(work, "cpu_time")
+        stage_s, job_s = stage_seconds(work), job_seconds(work)
+        job_cpu_s = stage_seconds(work, "process_cpu_seconds")
         fixed = fixed_cost(work, args.scale)
     papers = {}
     for paper in sorted(stage_s):
@@ -89,21 +91,21 @@ def main() -> None:
                       "job_fixed_cost_s": fixed, "stage_total_s": stage_total, "papers": papers}, indent=2))
 
 
-def stage_seconds(work: Path) -> dict:
-    """Seconds inside the stage functions, per paper and stage (from every job's provenance)."""
+def stage_seconds(work: Path, key: str = "wall_seconds") -> dict:
+    """Seconds inside the stage functions, per paper and stage (from every job's provenance; `key`
+    process_cpu_seconds: the CPU seconds of each job's process)."""
     per_paper = defaultdict(lambda: defaultdict(float))
     done_files = [*work.glob("runs/*/*/*/*/metrics.json"), *work.glob("runs/*/*/*/*/eval.json"),
                   *work.glob("data/*/*/*/*/manifest.json")]
     for done in done_files:
         meta = json.loads(done.read_text()).get("provenance", {})
-        if "wall_seconds" in meta:
-            per_paper[meta["paper"]][meta["stage"]] += meta["wall_seconds"]
+        if key in meta:
+            per_paper[meta["paper"]][meta["stage"]] += meta[key]
     return per_paper
 
 
 def job_seconds(work: Path, column: str = "s") -> dict:
-    """Seconds of every job as Snakemake measured it (benchmarks/<scale>/<paper>/<stage>/*.tsv): its
-    wall time (column s) or its CPU time (cpu_time)."""
+    """Wall seconds of every job as Snakemake measured it: benchmarks/<scale>/<paper>/<stage>/*.tsv."""
     per_paper = defaultdict(lambda: defaultdict(float))
     for tsv in work.glob("benchmarks/*/*/*/*.tsv"):
         paper, stage = tsv.parts[-3], tsv.parts[-2]

@@ -266,7 +266,7 @@ def run_stage(
     stage_fn = paper.stage(stage)
     if job.is_main:
         _save_config(job)
-    started = time.time()
+    started, cpu_started = time.time(), cpu_seconds()
     job.log("start" if shard is None else f"start shard {shard[0]}/{shard[1]}")
     try:
         result = stage_fn(job) or {}
@@ -280,7 +280,8 @@ def run_stage(
     if not job.is_main:
         return done  # the main process writes the completion file
     meta = provenance(stage=stage, paper=slug, scale=scale, dataset=dataset, method=method, seeds=seeds,
-                      wall_seconds=elapsed, threads=threads, processes=world_size())
+                      wall_seconds=elapsed, cpu_seconds=round(cpu_seconds() - cpu_started, 3),
+                      process_cpu_seconds=round(cpu_seconds(), 3), threads=threads, processes=world_size())
     if shard is not None:  # no completion file: the ordinary job gathers the units
         write_json(done, {"shard": f"{shard[0]}/{shard[1]}", "units_computed": job._computed,
                           "ended_at_its_share": result is None, "config_digest": job.config_digest,
@@ -294,6 +295,15 @@ def run_stage(
         write_json(done, {**result, "provenance": meta, "config": cfg})
     job.log(f"done in {elapsed:.1f}s")
     return done
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process (every thread) and of its finished children since it
+    started: unlike wall time, what a job costs whatever else the machine runs (scripts/bench_workflow)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _limit_threads(threads: int) -> None:
