@@ -79,6 +79,8 @@ def test_the_tiny_post_hoc_history_is_printed_at_full_scale():
             break
     assert tiny_history(slug, []) == tiny
     assert tiny_history(slug, [tiny[0]["what"]]) == tiny[1:]
+    assert tiny_history("dart", ["[iot-baseline] restated in other words at full"]) == [
+        d for d in tiny_history("dart", []) if not d["what"].startswith("[iot-baseline]")]
     text = render_markdown("t", "s", [], {}, {}, [], [], [], ["full only"], tiny)
     assert "## Decisions made after reading tiny-scale results" in text
     assert f"- {tiny[0]['what']}" in text

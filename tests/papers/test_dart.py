@@ -214,7 +214,7 @@ def test_gradient_caching_equals_chunked_backprop_and_updates_bn_once(tmp_path):
     assert stats and all(torch.allclose(a, b, atol=1e-6) for a, b in stats)
 
 
-def test_full_scale_pretrained_encoders_offline(static_server, tmp_path):
+def test_full_scale_pretrained_encoders_offline(static_server, tmp_path, monkeypatch):
     """The full-scale path offline, with small overrides: a ResNet38 (narrow: width 4) with random
     weights saved in the PANNs checkpoint's layout (torchlibrosa front end, classifier, and the
     training script's sampler state, which needs the md5-gated full unpickle) served over loopback
@@ -243,9 +243,17 @@ def test_full_scale_pretrained_encoders_offline(static_server, tmp_path):
     cfg["device"] = "cpu"
     cfg["train"] = {**cfg["train"], "epochs": 2, "chunk": 2, "eval_chunk": 2, "batch_sizes": [4, 4]}
     assert full.splits(cfg) == ("development", "validation", "evaluation")
-    shutil.copytree(raw / "evaluation", raw / "validation")             # a validation split in Clotho's layout
-    shutil.copy(raw / "clotho_captions_evaluation.csv", raw / "clotho_captions_validation.csv")
-    cfg["data"]["clotho"] = {**cfg["data"]["clotho"], "min_clips": {"development": 6, "validation": 3, "evaluation": 3}}
+    # a validation split in Clotho's layout, of 2 clips (evaluation has 3), so the scores can say which split they saw
+    import csv
+
+    with open(raw / "clotho_captions_evaluation.csv", newline="") as handle:
+        rows = list(csv.reader(handle))[:3]
+    (raw / "validation").mkdir()
+    for row in rows[1:]:
+        shutil.copy(raw / "evaluation" / row[0], raw / "validation" / row[0])
+    with open(raw / "clotho_captions_validation.csv", "w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    cfg["data"]["clotho"] = {**cfg["data"]["clotho"], "min_clips": {"development": 6, "validation": 2, "evaluation": 3}}
     served = encoders.ResNet38(FRONTEND, 4).state_dict()
     state = {k: v for k, v in served.items() if not k.startswith("logmel.")}
     state.update({"spectrogram_extractor.stft.conv_real.weight": torch.zeros(513, 1, 1024),
@@ -267,17 +275,23 @@ def test_full_scale_pretrained_encoders_offline(static_server, tmp_path):
     prep.mkdir()
     info = full.prepare(raw, prep, cfg, full.splits(cfg))
     assert info["development"]["clips"] == 6 and info["evaluation"]["truncated"] == 0
-    assert info["evaluation"]["missing"] == 0 and info["validation"]["clips"] == 3
+    assert info["evaluation"]["missing"] == 0 and info["validation"]["clips"] == 2
     f = full.load(prep)
     assert f["development_wave"].shape == (6, 12800) and f["evaluation_ids"].shape[:2] == (3, 5)
-    assert f["validation_wave"].shape == (3, 12800)
+    assert f["validation_wave"].shape == (2, 12800)
     assert (f["evaluation_ids"][:, :, 0] == 2).all()                     # [CLS] first
     net = encoders.build(cfg, cfg["text_encoder"]["source"], full.checkpoint_path(raw, cfg))
     assert torch.equal(net.audio.conv_block1.conv1.weight, state["conv_block1.conv1.weight"])
     assert full.run_steps(cfg["train"], 6, 4) == (16, 8)            # 2 caption-epochs of 30 pairs at batch 4
+    from iclr26.papers.dart import stages
+
+    scored = []   # the clips of every split fit() scores: only validation's 2 ever (never the test split's 3)
+    monkeypatch.setattr(stages, "recalls", lambda a, t: scored.append(len(a)) or recalls(a, t))
     for method in ("iot", "dart_no_ram", "dart"):
         torch.manual_seed(0)
         a, t, out = full.fit(f, method, 4, 0.5, cfg, 0, raw, log=lambda m: None)
+        assert scored and set(scored) == {2}
+        scored.clear()
         assert a.shape == (3, 8) and t.shape == (3, 5, 8) and np.isfinite(a).all() and np.isfinite(t).all()
         assert np.allclose(np.linalg.norm(a, axis=1), 1, atol=1e-4) and 0 <= recalls(a, t)["r10_a2t"] <= 100
         assert np.isfinite(out["ram_ratio"]) == (method == "dart")

@@ -5,6 +5,7 @@ anyone who wants to recompute), figures (*.png), config.yaml (resolved) and prov
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -27,12 +28,14 @@ def _seed_text(seeds: list[int]) -> str:
 def tiny_history(slug: str, deviations: list) -> list:
     """The post-hoc items of the paper's tiny configuration that `deviations` (another scale's list)
     does not restate: a scale file replaces the deviation list, and the history must not go with it."""
-    def what(item) -> str:
-        return item if isinstance(item, str) else item["what"]
+    def what(item) -> str:   # an item may start with an id, "[schedule] ...": restated under that id
+        text = item if isinstance(item, str) else item["what"]
+        found = re.match(r"\[[\w.-]+\]", text)
+        return found.group(0) if found else text
 
     here = {what(d) for d in deviations}
     tiny = compose_job_config(slug, "tiny").get("deviations") or []
-    return [d for d in tiny if isinstance(d, dict) and d.get("post_hoc") and d["what"] not in here]
+    return [d for d in tiny if isinstance(d, dict) and d.get("post_hoc") and what(d) not in here]
 
 
 def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir) -> Path:
