@@ -9,7 +9,9 @@ Where the offline full-scale path stops: elan-init and lean/lake are small scrip
 archive layouts (no Lean binary can be downloaded here), and the `lake exe cache get` / `lake env
 lean --json` processes are a stand-in runner that prints Lean's JSON message format, deciding
 proofs with MiniLean; hub downloads (data.hub_file, core.acquire.snapshot_model) only reach a
-loopback server that lacks the file; lean-dojo's tracing is not used by the pipeline; the 7B LoRA
+loopback server that lacks the file; lean-dojo's tracing of the seed repository stops at `lake
+build` (no toolchain; see its test); LeanInteract runs a stand-in REPL process, not the real REPL;
+the LLM evolutions run a tiny save_pretrained model, not the 7B instruction model; the 7B LoRA
 fine-tune is covered by core.lm.train's own tests.
 """
 from __future__ import annotations
@@ -232,10 +234,12 @@ STANDIN = textwrap.dedent('''
             proof = cmd.split(":= by", 1)[1]
             msgs, sorries = [], []
             if "sorry" in proof:
-                msgs.append({"severity": "warning", "data": "declaration uses 'sorry'"})
+                msgs.append({"severity": "warning", "pos": {"line": 1, "column": 8}, "endPos": {"line": 1, "column": 9},
+                             "data": "declaration uses 'sorry'"})
                 sorries.append({"goal": "?"})
             elif not ml.check(st, proof.strip()):
-                msgs.append({"severity": "error", "data": "linarith failed"})
+                msgs.append({"severity": "error", "pos": {"line": 2, "column": 2}, "endPos": {"line": 2, "column": 11},
+                             "data": "linarith failed"})
             out = {"env": envs + 1, "messages": msgs}
             if sorries:
                 out["sorries"] = sorries
@@ -325,7 +329,7 @@ def test_one_line_errors(tmp_path, static_server):
 
     class Job:
         cfg = {"eval": {"checker": "coq"}, "lean": {}}
-    with pytest.raises(ValueError, match="eval.checker must be minilean, lean or lean_repl, got 'coq'"):
+    with pytest.raises(ValueError, match="eval.checker must be minilean, lean, lean_interact or lean_repl, got 'coq'"):
         stages.count_correct(Job(), [], [], "s0_minif2f")
 
 
@@ -532,3 +536,249 @@ def test_full_config_pins_the_lean_toolchain_statically():
     assert cfg["lean"]["project_dataset"] == "minif2f" and cfg["data"]["minif2f"]["lean_project"]
     urls = {s["id"]: s["problem"] for s in external_sources(cfg) if s["kind"] == "url"}
     assert urls == {pins["elan"]["url"]: None, pins["toolchain_archive"]["url"]: None}
+    # LeanInteract's REPL pinned (revision and repository), lean-dojo's trace in the seeds' acquire
+    interact, trace = cfg["lean"]["interact"], cfg["data"]["seeds"]["trace"]
+    assert interact["repl_rev"].startswith("v") and interact["repl_git"].startswith("https://github.com/")
+    assert trace["n_theorems"] <= trace["n_candidates"] and trace["home"] != cfg["lean"]["home"]
+
+    from iclr26.papers.evolprover import stages
+
+    Job = type("Job", (), {"cfg": {"eval": {"checker": "lean_interact"},
+                                   "lean": {**cfg["lean"], "interact": {**interact, "prebuild": False}}}})
+    with pytest.raises(ValueError, match="needs lean.interact.prebuild: true"):
+        stages.count_correct(Job(), [], [], "s0_minif2f")
+
+
+# ----------------------------------------------------------------------------- LeanInteract, lean-dojo
+def _stand_in_lake(home: Path, log: Path | None = None) -> Path:
+    """A stand-in for elan's `lake` proxy: `lake env CMD...` runs CMD (as Lake does, in the project's
+    environment); every other call is logged with the cwd and its git HEAD, and `lake build` fails
+    as it would with no Lean toolchain behind the proxy."""
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    lake = home / "bin" / "lake"
+    note = f'echo "$(pwd) $(git rev-parse HEAD 2>/dev/null) $*" >> "{log}"\n' if log else ""
+    lake.write_text("#!/bin/sh\nif [ \"$1\" = env ]; then shift; exec \"$@\"; fi\n" + note +
+                    "if [ \"$1\" = build ]; then echo 'stand-in lake: no Lean toolchain' >&2; exit 1; fi\nexit 1\n")
+    lake.chmod(0o755)
+    return lake
+
+
+def test_lean_interact_checker_against_a_stand_in_repl(tmp_path):
+    """eval.checker lean_interact: LeanInteract's real LeanREPLConfig (LocalProject, local_repl_path,
+    no build), AutoLeanServer and Command, pointed at a REPL checkout whose `.lake/build/bin/repl` is
+    the stand-in process above (the REPL's JSON protocol, proofs decided by MiniLean), started by
+    LeanInteract as `lake env <repl>` through a stand-in lake. Shows: true proofs pass, a false one,
+    a sorry and a banned text fail; a REPL that dies or hangs fails that proof and LeanInteract
+    restarts it (its session cache replays the header); the process environment is restored; and
+    stages.count_correct reaches the checker from the config. Stops short of a real REPL and Lean."""
+    import os
+
+    from iclr26.papers.evolprover import stages
+    from iclr26.papers.evolprover.lean_interact_checker import LeanInteractChecker
+
+    home, project, repl = tmp_path / "elan", tmp_path / "project", tmp_path / "repl"
+    _stand_in_lake(home)
+    for d in (project, repl):
+        d.mkdir()
+        (d / "lean-toolchain").write_text("leanprover/lean4:v4.24.0\n")
+    binary = repl / ".lake" / "build" / "bin" / "repl"
+    binary.parent.mkdir(parents=True)
+    binary.write_text(f"#!{sys.executable}\n" + STANDIN)
+    binary.chmod(0o755)
+    lean = {"home": str(home), "header": ml.HEADER, "timeout_s": 30, "project_dataset": "minif2f",
+            "interact": {"local_repl_path": str(repl), "memory_hard_limit_mb": None,
+                         "max_total_memory": 1.0}}   # no restart for the test machine's memory load
+    path_before = os.environ.get("PATH")
+    lean_file = ml.parse_theorem("theorem t (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by sorry").lean()
+    with LeanInteractChecker(lean, project, ml.HEADER, timeout=30) as checker:
+        assert os.environ["ELAN_HOME"] == str(home)
+        assert checker.check_proof(lean_file, "nlinarith [sq_nonneg (a - b)]")
+        assert not checker.check_proof(lean_file, "nlinarith [sq_nonneg (a + b)]")
+        assert not checker.check_proof(lean_file, "sorry")
+        assert not checker.check_proof(lean_file, "nlinarith [sq_nonneg (a - b)]\n  #exit")   # lean_tools.BANNED
+        first = checker.server._proc.pid
+        assert not checker.check_proof(lean_file, "crash")          # the REPL dies: that proof fails
+        assert checker.check_proof(lean_file, "nlinarith [sq_nonneg (b - a)]")   # restarted, header replayed
+        assert checker.server._proc.pid != first
+        checker.timeout = 1.0
+        assert not checker.check_proof(lean_file, "hang")            # no answer in time: failed, not stuck
+    assert os.environ.get("PATH") == path_before and os.environ.get("ELAN_HOME") != str(home)
+
+    class Job:
+        cfg = {"eval": {"checker": "lean_interact"}, "lean": lean}
+
+        @staticmethod
+        def raw_dir(ds):
+            return tmp_path
+    rows = [{"name": "t", "lean": lean_file}]
+    assert stages.count_correct(Job(), rows, [["nlinarith [sq_nonneg (a - b)]", "linarith", "ring"]], "s0_t") == [1]
+
+
+def test_leandojo_traces_the_seed_repository_up_to_lake_build(tmp_path):
+    """The lean-dojo path of the seeds' acquire (leandojo_trace), as far as it runs with no Lean:
+    the seed corpus written as a Lake project (lakefile requiring Mathlib at the commit of a
+    lake-manifest.json in Lake's format, one file per seed with its proof), committed with a fixed
+    identity (the same files give the same commit id), then lean-dojo's own `LeanGitRepo(<local
+    path>, <commit>)` and `trace(repo, build_deps=False)` in a child process with CACHE_DIR,
+    DISABLE_REMOTE_CACHE, NUM_PROCS, TMP_DIR, ELAN_HOME and PATH set. lean-dojo recognises the path as
+    a LOCAL git repository, clones it into its cache at our commit, reads the pinned toolchain,
+    finds no traced copy (the remote cache is off), clones the commit into its working folder and
+    runs `lake exe cache get` (its failure is ignored by lean-dojo) and `lake build` there.
+
+    Where it stops, and why: at `lake build`. There is no Lean toolchain on this machine (no
+    download), so `lake` is a stand-in that fails the build; lean-dojo raises CalledProcessError
+    and our child reports `lean-dojo stopped at `lake build``. Not reached offline: lean-dojo's
+    `lean --print-prefix`, `lake env lean --run ExtractData.lean noDeps`, TracedRepo's loading of
+    the *.ast.json files (and its query of the Lean 4 commit on GitHub), and our benchmark_row over
+    the traced theorems."""
+    import json
+
+    from iclr26.papers.evolprover import leandojo_trace as lt
+
+    manifest = tmp_path / "lake-manifest.json"   # Lake's manifest format (version 7), as MiniF2F-lean4 ships one
+    manifest.write_text(json.dumps({"version": "1.1.0", "packagesDir": ".lake/packages", "name": "miniF2F",
+                                    "packages": [
+        {"url": "https://github.com/leanprover-community/batteries", "type": "git", "name": "batteries",
+         "rev": "b" * 40},
+        {"url": "https://github.com/leanprover-community/mathlib4", "type": "git", "name": "mathlib", "rev": "f" * 40,
+         "inputRev": "v4.24.0", "scope": "", "manifestFile": "lake-manifest.json", "inherited": False,
+         "configFile": "lakefile.lean"}]}))
+    rev = lt.mathlib_rev(manifest)
+    assert rev == "f" * 40
+    amgm = "theorem lean_workbook_1 (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by\n"
+    seeds = [{"name": "lean_workbook_1", "lean": amgm, "proof": amgm + "  nlinarith [sq_nonneg (a - b)]"},
+             {"name": "lean_workbook_2", "lean": ml.HEADER + "theorem lean_workbook_2 (x : ℝ) : 0 ≤ x ^ 2 := by sorry",
+              "proof": "positivity"}]
+    seeds = [{**s, "proof": lt._tactics(s["proof"])} for s in seeds]
+    repo = tmp_path / "EvolSeedsRepo"
+    names = lt.seed_project(repo, "leanprover/lean4:v4.24.0", rev, seeds, ml.HEADER)
+    assert names == ["lean_workbook_1", "lean_workbook_2"]
+    text = (repo / "EvolSeeds" / "lean_workbook_1.lean").read_text()
+    assert text.startswith(ml.HEADER.rstrip()) and "sorry" not in text and "#print" not in text
+    assert amgm + "  nlinarith [sq_nonneg (a - b)]" in text
+    assert "sorry" not in (repo / "EvolSeeds" / "lean_workbook_2.lean").read_text()
+    assert (repo / "EvolSeeds.lean").read_text() == \
+        "import EvolSeeds.lean_workbook_1\nimport EvolSeeds.lean_workbook_2\n"
+    assert f'require mathlib from git "{lt.MATHLIB_GIT}" @ "{rev}"' in (repo / "lakefile.lean").read_text()
+    commit_id = lt.commit(repo)
+    again = tmp_path / "again" / "EvolSeedsRepo"
+    lt.seed_project(again, "leanprover/lean4:v4.24.0", rev, seeds, ml.HEADER)
+    assert lt.commit(again) == commit_id                      # the pin is reproducible from the files
+
+    home, log = tmp_path / "elan", tmp_path / "lake.log"
+    _stand_in_lake(home, log)
+    with pytest.raises(DataError, match=f"lean-dojo stopped at `lake build` \\(exit 1\\) in its clone of {repo} "
+                                        f"at {commit_id}"):
+        lt.trace(repo, commit_id, home, tmp_path / "dojo", tmp_path / "theorems.jsonl", num_procs=1, timeout=120)
+    calls = [ln.split(" ", 2) for ln in log.read_text().splitlines()]
+    assert [c[2] for c in calls] == ["exe cache get", "build"]            # lean-dojo's noDeps build order
+    assert all(c[1] == commit_id and c[0].endswith("/EvolSeedsRepo") and c[0] != str(repo) for c in calls)
+    cached = tmp_path / "dojo" / "repos" / f"gitpython-EvolSeedsRepo-{commit_id}" / "EvolSeedsRepo"
+    assert (cached / "lean-toolchain").read_text().strip() == "leanprover/lean4:v4.24.0"   # lean-dojo's own clone
+    assert not (tmp_path / "theorems.jsonl").exists()
+
+
+def test_llm_evolutions_prompts_parsing_lean_check_and_a_save_pretrained_model(hub_model_dir, tmp_path):
+    """The full scale's LLM evolutions (llm_evol): EvolDomain / EvolDifficulty requests carry the
+    paper's instructions (three steps; one of five strategies, harder or easier) and are drawn
+    deterministically; an answer's last ```lean block gives the new statement and its proof, and an
+    answer without one, with sorry or a banned word, or restating the seed is dropped; the Lean
+    check (lean_tools.check_problems through the stand-in `lake` of Lean's JSON format, MiniLean
+    deciding) keeps a true proof and drops a false one; and the whole step runs with a
+    save_pretrained model through transformers and core.lm.generate. That tiny model writes no
+    parseable Lean, so end to end every answer is dropped before Lean (the counts say so); a 7B
+    instruction model is not run here."""
+    from iclr26.papers.evolprover import llm_evol
+
+    seeds = [{"name": "s1", "lean": ml.HEADER + "theorem s1 (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by sorry"},
+             {"name": "s2", "lean": "theorem s2 (x : ℝ) : 0 ≤ x ^ 2 := by\n"}]
+    llm = {"domains": ["number theory", "geometry", "sequences"], "domain_per_seed": 2, "difficulty_deltas": [1, -1],
+           "temperature": 1.0, "max_new_tokens": 16, "batch_size": 8, "workers": 1, "timeout_s": 60,
+           "model": {"source": str(hub_model_dir)}, "device": "cpu"}
+    reqs = llm_evol.requests(seeds, llm, 0)
+    assert [(r["origin"], r["kind"]) for r in reqs] == [("s1", "domain")] * 2 + [("s1", "difficulty")] * 2 + \
+        [("s2", "domain")] * 2 + [("s2", "difficulty")] * 2
+    assert reqs == llm_evol.requests(seeds, llm, 0)
+    dom, diff = reqs[0], reqs[2]
+    assert dom["target"] in llm["domains"] and f"domain of {dom['target']}" in dom["prompt"]
+    assert "Deconstruct and abstract" in dom["prompt"] and "Analogise and transfer" in dom["prompt"]
+    assert "theorem s1 (a b : ℝ)" in dom["prompt"] and "import Mathlib" not in dom["prompt"]
+    assert diff["target"].rsplit(" ", 1)[0] in llm_evol.STRATEGIES and "harder" in diff["prompt"]
+    assert "easier" in reqs[3]["prompt"] and reqs[0]["target"] != reqs[1]["target"]
+
+    good = ("Natural language: for reals x, y, 2xy is at most x^2 + y^2.\n```lean\nimport Mathlib\n"
+            "theorem evo (x y : ℝ) : 2 * x * y ≤ x ^ 2 + y ^ 2 := by\n  nlinarith [sq_nonneg (x - y)]\n```\n")
+    assert llm_evol.parse(good, seeds[1]["lean"]) == ("theorem evo (x y : ℝ) : 2 * x * y ≤ x ^ 2 + y ^ 2",
+                                                     "nlinarith [sq_nonneg (x - y)]")
+    restated = good.replace("(x y : ℝ) : 2 * x * y ≤ x ^ 2 + y ^ 2", "(a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2")
+    assert llm_evol.parse(restated, seeds[0]["lean"]) is None              # the seed restated under another name
+    assert llm_evol.parse(good.replace("nlinarith [sq_nonneg (x - y)]", "sorry")) is None
+    assert llm_evol.parse(good.replace("import Mathlib", "axiom cheat : False")) is None
+    assert llm_evol.parse("theorem t : 1 = 1 := by rfl") is None          # no ```lean block
+    assert llm_evol.parse("```lean\ntheorem t : 1 = 1 := by\n```") is None   # no proof
+
+    home, calls = tmp_path / "elan", []
+    items = [{"name": "evo", "statement": "theorem evo (x y : ℝ) : 2 * x * y ≤ x ^ 2 + y ^ 2",
+              "proof": "nlinarith [sq_nonneg (x - y)]"},
+             {"name": "bad", "statement": "theorem bad (x y : ℝ) : 3 * x * y ≤ x ^ 2 + y ^ 2",
+              "proof": "nlinarith [sq_nonneg (x - y)]"}]
+    assert llm_evol.verify(items, tmp_path, home, tmp_path / "work", ml.HEADER, 1, 60,
+                           runner=_fake_lean(home, calls)) == [True, False]
+    out, counts = llm_evol.evolve_llm(seeds, llm, tmp_path, home, tmp_path / "work2", ml.HEADER, 0,
+                                      log=lambda m: None, runner=_fake_lean(home, calls))
+    assert counts["requests"] == 8 and counts["parsed"] == counts["verified"] == 0
+    assert out == {"domain": [], "difficulty": []}
+
+
+def test_seeds_acquire_trace_step_up_to_lean_dojos_lake_build(static_server, tmp_path):
+    """leandojo_trace.trace_seed_corpus, the seeds' acquire step, end to end as far as it runs with
+    no Lean: MiniF2F-lean4 pinned by commit and tree (a local git repository with its
+    lean-toolchain and lake-manifest.json), elan and the toolchain installed into the trace's own
+    ELAN_HOME from a loopback server by sha256, our Lake commands and the `lake env lean --json`
+    check of every candidate seed through a runner that speaks Lean's JSON format (MiniLean
+    deciding), only the accepted seeds written into the repository (a false proof planted in the
+    Lean-Workbook-format file is left out), the commit, then lean-dojo's own trace, which stops at
+    `lake build` in its clone (a stand-in lake: no toolchain here; see the test above)."""
+    import json
+
+    from iclr26.papers.evolprover import leandojo_trace as lt
+
+    mf = tmp_path / "miniF2F-lean4"
+    (mf / "MiniF2F" / "Test").mkdir(parents=True)
+    (mf / "MiniF2F" / "Test" / "mathd_algebra_478.lean").write_text(MINIF2F_FILE)
+    (mf / "lean-toolchain").write_text("leanprover/lean4:v4.24.0\n")
+    (mf / "lake-manifest.json").write_text(json.dumps({"version": "1.1.0", "packages": [
+        {"url": lt.MATHLIB_GIT, "type": "git", "name": "mathlib", "rev": "f" * 40}]}))
+    for args in (("init", "-q"), ("add", "-A"), ("commit", "-qm", "x"),
+                 ("config", "uploadpack.allowReachableSHA1InWant", "true")):
+        _git(mf, *args)
+    lean = _lean_spec(static_server, tmp_path)
+    cfg = {"lean": {"header": ml.HEADER, "timeout_s": 60},
+           "data": {"minif2f": {"source": "git", "git": f"file://{mf}", "commit": _git(mf, "rev-parse", "HEAD"),
+                                "folder": "MiniF2F/Test", "tree": _git(mf, "rev-parse", "HEAD:MiniF2F/Test"),
+                                "files": ["lean-toolchain", "lake-manifest.json"],
+                                "lean": {k: lean[k] for k in ("toolchain", "elan", "toolchain_archive")}}}}
+    spec = {"source": "hub", "file": "lean_workbook.json", "n_seeds": 6, "n_reserve": 0, "data_seed": 0,
+            "test_fraction": 0.2, "families": ["amgm", "cauchy", "misc", "identity"],
+            "trace": {"home": str(tmp_path / "trace_elan"), "n_candidates": 6, "n_theorems": 4, "workers": 2,
+                      "num_procs": 1}}
+    out = tmp_path / "raw_seeds"
+    data.write_tiny("seeds", spec, out)
+    corpus = json.loads((out / "lean_workbook.json").read_text())
+    corpus[1]["proof"] = ["ring"]                    # a proof Lean (here MiniLean) rejects for an inequality
+    (out / "lean_workbook.json").write_text(json.dumps(corpus))
+    want = [r["id"] for r in corpus if ml.check(ml.parse_theorem(r["formal_statement"]), r["proof"][0])][:4]
+    assert "lean_workbook_1" not in want and len(want) == 4
+    home, log, calls = Path(spec["trace"]["home"]), tmp_path / "dojo_lake.log", []
+    _stand_in_lake(home, log)                        # the `lake` lean-dojo's own shell commands find on PATH
+    with pytest.raises(DataError, match="lean-dojo stopped at `lake build`"):
+        lt.trace_seed_corpus(cfg, spec, out, log=lambda m: None, runner=_fake_lean(home, calls))
+    repo = out / "leandojo" / "repo"
+    assert sorted(p.stem for p in (repo / "EvolSeeds").glob("*.lean")) == sorted(want)
+    assert f'@ "{"f" * 40}"' in (repo / "lakefile.lean").read_text()
+    assert (repo / "lean-toolchain").read_text().strip() == "leanprover/lean4:v4.24.0"
+    assert (home / "toolchains" / "leanprover--lean4---v4.24.0" / "bin" / "lean").exists()
+    assert calls[:2] == [["lake", "exe", "cache", "get"], ["lake", "build"]]
+    assert len([c for c in calls if c[:2] == ["lake", "env"]]) == 6          # every candidate checked by Lean
+    head = _git(repo, "rev-parse", "HEAD")
+    assert [ln.split(" ", 2)[1:] for ln in log.read_text().splitlines()] == [[head, "exe cache get"], [head, "build"]]

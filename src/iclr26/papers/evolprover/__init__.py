@@ -13,6 +13,6 @@ PAPER = Paper(
     metrics=("pass_at_1", "pass_at_8", "pass_at_n", "robustness_gap"),   # pass_at_n: pass@k at k = n samples
     figures=("pass_at_k.png",),
     stage_module="iclr26.papers.evolprover.stages",
-    gpu_stages=("train", "evaluate"),
+    gpu_stages=("prepare", "train", "evaluate"),   # prepare: the full scale's LLM evolutions (llm_evol) on the seeds
     data_reads=("evolve", "model", "lean"),   # lean: the checker's home and header (MiniF2F's acquire installs Lean)
 )

@@ -5,10 +5,14 @@ difficulty, then fine-tuning a whole-proof prover on the evolved data.
               full: MiniF2F (git, pinned commit and tree; its whole checkout is the Lake project:
               elan + the pinned Lean toolchain by sha256 and Mathlib's cache, lean_tools.setup),
               Ineq-Comp (git), FormalMATH-Lite and Lean-Workbook (hub files at pinned commits); the
-              prover's hub snapshot
+              prover's hub snapshot; seeds with data.seeds.trace: the seed corpus written as a Lean
+              repository, committed, and traced by lean-dojo into LeanDojo Benchmark's format
+              (leandojo_trace; its own elan + toolchain install)
     prepare   every Lean statement parsed (minilean.parse_theorem, the same parser at both scales);
               seeds: the evolutions (evol.evolve: EvolDomain, EvolDifficulty, then EvolAST on the
-              seeds and the verified outputs), each kept only if its proof checks
+              seeds and the verified outputs), each kept only if its proof checks; full with
+              evolve.llm_evolutions: EvolDomain / EvolDifficulty by the pinned LLM (llm_evol, a GPU),
+              each output kept only if Lean accepts its statement and proof in the seeds' traced project
     train     one prover per (arm, seed) on the arm's training set, the same optimizer steps for
               every arm (compute-matched)
     evaluate  n sampled proofs per test problem, each checked (tiny: the MiniLean kernel; full: real
@@ -43,11 +47,26 @@ def acquire(job) -> dict:
     if spec.get("lean_project"):   # the benchmark's Lake project: elan, the pinned toolchain, Mathlib
         from . import lean_tools
 
-        info["lean"] = lean_tools.setup({**job.cfg["lean"], **spec["lean"]}, job.out_dir / "project", job.log)
+        lean = {**job.cfg["lean"], **spec["lean"]}
+        info["lean"] = lean_tools.setup(lean, job.out_dir / "project", job.log)
+        if (lean.get("interact") or {}).get("prebuild"):   # LeanInteract's REPL (eval.checker lean_interact)
+            from . import lean_interact_checker
+
+            info["lean_interact"] = lean_interact_checker.setup(lean, job.out_dir / "project", job.log)
+    if spec.get("trace"):   # the seed corpus as a Lean repository, traced by lean-dojo (leandojo_trace)
+        from . import leandojo_trace
+
+        info["leandojo"] = leandojo_trace.trace_seed_corpus(job.cfg, spec, job.out_dir, job.log)
     if job.dataset == "seeds" and not Path(job.cfg["model"]["source"]).exists():
         from iclr26.core.acquire import snapshot_model
 
         info["model"] = snapshot_model(job.cfg["model"])   # offline on the GPU nodes
+    llm = job.cfg["evolve"].get("llm")
+    if job.dataset == "seeds" and job.cfg["evolve"].get("llm_evolutions") and llm \
+            and not Path(llm["model"]["source"]).exists():   # the evolutions' LLM (llm_evol), for prepare
+        from iclr26.core.acquire import snapshot_model
+
+        info["llm"] = snapshot_model(llm["model"])
     return info
 
 
@@ -71,8 +90,8 @@ def prepare(job) -> dict:
     write_jsonl(job.out_dir / "reserve.jsonl", reserve)
     info.update(seeds=len(seeds), reserve=len(reserve), verified=len(usable))
     if job.cfg["evolve"].get("llm_evolutions", True) is False:
-        job.log("LLM-driven EvolDomain / EvolDifficulty are not implemented: their rule-based stand-ins and "
-                "EvolAST run on the seeds inside the MiniLean fragment")
+        job.log("LLM-driven EvolDomain / EvolDifficulty are off (evolve.llm_evolutions): their rule-based "
+                "stand-ins and EvolAST run on the seeds inside the MiniLean fragment")
     # the rule-based evolutions need statements inside the MiniLean fragment (all of them at tiny)
     pairs = [(ml.parse_theorem(r["lean"]), r["proof"]) for r in seeds if r.get("verified")]
     from . import evol
@@ -84,7 +103,49 @@ def prepare(job) -> dict:
                for st, proof in items]
         write_jsonl(job.out_dir / f"{kind}.jsonl", out)
         info[kind] = len(out)
+    llm = job.cfg["evolve"].get("llm")
+    if job.cfg["evolve"].get("llm_evolutions") and llm:   # full: the LLM's EvolDomain / EvolDifficulty
+        info["llm"] = _llm_evolutions(job, spec, seeds, llm)
+        info.update({k: info["llm"][f"rows_{k}"] for k in ("domain", "difficulty", "ast_of_evolved")})
     return info
+
+
+def _llm_evolutions(job, spec: dict, seeds: list[dict], llm: dict) -> dict:
+    """llm_evol.evolve_llm on the first evolve.llm.n_seeds seeds, checked by Lean in the seeds' traced
+    Lake project (data.seeds.trace, built by this dataset's acquire); its outputs become domain.jsonl
+    and difficulty.jsonl, and EvolAST variants of those inside MiniLean's fragment ast_of_evolved.jsonl."""
+    from . import evol, llm_evol
+
+    if not spec.get("trace"):
+        raise ValueError("evolve.llm needs data.seeds.trace (its Lake project checks the LLM's outputs)")
+    lean = job.cfg["lean"]
+    llm = {"device": job.cfg.get("device"), **llm}   # the job's device (cuda at full), unless evolve.llm names one
+    rows, counts = llm_evol.evolve_llm(seeds[: llm["n_seeds"]], llm, job.raw_dir("seeds") / "leandojo" / "repo",
+                                       Path(spec["trace"]["home"]), job.out_dir / "llm_check", lean["header"],
+                                       job.cfg["evolve"]["seed"], job.log)
+    rng = np.random.default_rng(job.cfg["evolve"]["seed"])
+    ast_rows = []
+    for kind in ("domain", "difficulty"):
+        out = []
+        for r in rows[kind]:
+            try:
+                st = ml.parse_theorem(r["lean"])
+            except ml.Unsupported:
+                st = None
+            prompt = st.prompt() if st is not None else " ".join(r["lean"][: r["lean"].rfind(":= by")].split()[2:])
+            out.append({**r, "subset": kind, "prompt": prompt, "lean_prompt": _lean_prompt(r["lean"]),
+                        "in_fragment": bool(st is not None and st.in_fragment), "verified": True})
+            if st is not None and st.in_fragment and ml.check(st, r["proof"]):   # EvolAST on the verified output
+                new, new_proof = evol.ast_variant(st, r["proof"], rng)
+                if ml.check(new, new_proof):
+                    ast_rows.append({"name": new.name, "subset": "ast_of_evolved", "lean": new.lean(new_proof),
+                                     "prompt": new.prompt(), "lean_prompt": _lean_prompt(new.lean()),
+                                     "proof": new_proof, "in_fragment": True, "verified": True})
+        write_jsonl(job.out_dir / f"{kind}.jsonl", out)
+        counts[f"rows_{kind}"] = len(out)
+    write_jsonl(job.out_dir / "ast_of_evolved.jsonl", ast_rows)
+    counts["rows_ast_of_evolved"] = len(ast_rows)
+    return counts
 
 
 def _lean_prompt(lean: str) -> str:
@@ -217,7 +278,8 @@ def benchmarks(job) -> dict[str, list[dict]]:
 def count_correct(job, rows: list[dict], proofs: list[list[str]], key: str) -> list[int]:
     """Checked proofs per problem: the MiniLean kernel (tiny, eval.checker minilean), real Lean
     (full, eval.checker lean: `lake env lean --json` over one file per problem in the benchmark's
-    Lake project, a pool of lean.workers processes; lean_tools), or the Lean REPL (lean_repl)."""
+    Lake project, a pool of lean.workers processes; lean_tools), LeanInteract's REPL server
+    (lean_interact; lean_interact_checker), or our raw REPL client (lean_repl)."""
     cfg = job.cfg
     checker = cfg["eval"]["checker"]
     if checker == "minilean":
@@ -232,13 +294,24 @@ def count_correct(job, rows: list[dict], proofs: list[list[str]], key: str) -> l
             job.raw_dir(lean["project_dataset"]) / "project", Path(lean["home"]), job.out_dir / "lean_files" / key,
             lean["header"], lean["workers"], lean["timeout_s"])
         return [sum(g) for g in got]
+    if checker == "lean_interact":   # LeanInteract's AutoLeanServer (lean_interact_checker)
+        from .lean_interact_checker import LeanInteractChecker
+
+        interact = lean.get("interact") or {}
+        if not interact.get("prebuild") and not interact.get("local_repl_path"):
+            raise ValueError("eval.checker lean_interact needs lean.interact.prebuild: true (the REPL is fetched "
+                             "and built by MiniF2F's acquire) or lean.interact.local_repl_path")
+
+        with LeanInteractChecker(lean, job.raw_dir(lean["project_dataset"]) / "project", lean["header"],
+                                 lean["timeout_s"]) as server:
+            return [sum(server.check_proof(r["lean"], p) for p in ps) for r, ps in zip(rows, proofs)]
     if checker == "lean_repl":
         from .lean_repl import LeanRepl
 
         with LeanRepl(lean["command"], cwd=str(job.raw_dir(lean["project_dataset"]) / "project"),
                       timeout=lean["timeout_s"], header=lean["header"]) as repl:
             return [sum(repl.check_proof(r["lean"], p) for p in ps) for r, ps in zip(rows, proofs)]
-    raise ValueError(f"eval.checker must be minilean, lean or lean_repl, got {checker!r}")
+    raise ValueError(f"eval.checker must be minilean, lean, lean_interact or lean_repl, got {checker!r}")
 
 
 class _KernelCache:
