@@ -249,3 +249,233 @@ def test_modality_arm_loss_falls_with_the_configured_recipe(raw):
     curve = np.asarray(out["curve"])
     assert np.isfinite(curve).all() and curve[-5:].mean() < 0.8 * curve[:5].mean()
     assert out["center_gap"] >= 0 and out["dual_kl"] >= 0
+
+
+# ----------------------------------------------------------------------------- full-scale benchmarks offline
+S2_13 = ("01 - Coastal aerosol", "02 - Blue", "03 - Green", "04 - Red", "05 - Vegetation Red Edge",
+         "06 - Vegetation Red Edge", "07 - Vegetation Red Edge", "08 - NIR", "08A - Vegetation Red Edge",
+         "09 - Water vapour", "10 - SWIR - Cirrus", "11 - SWIR", "12 - SWIR")
+
+
+@pytest.fixture
+def geobench_classes(monkeypatch):
+    """Classes in the modules GEO-Bench's pickles name (geobench.dataset / label / task, affine,
+    rasterio.crs), so that this test writes sample files as geobench's write_sample_hdf5 does."""
+    import sys
+    import types
+
+    made = {}
+    for module, names in {"geobench.dataset": ("Sentinel2", "Sentinel1"),
+                          "geobench.label": ("Classification", "MultiLabelClassification"),
+                          "geobench.task": ("TaskSpecifications",), "affine": ("Affine",),
+                          "rasterio.crs": ("CRS",)}.items():
+        mod = types.ModuleType(module)
+        for name in names:
+            cls = type(name, (), {"__module__": module,
+                                  "__init__": lambda self, **kw: self.__dict__.update(kw)})
+            setattr(mod, name, cls)
+            made[name] = cls
+        monkeypatch.setitem(sys.modules, module, mod)
+    for parent in ("geobench", "rasterio"):
+        monkeypatch.setitem(sys.modules, parent, types.ModuleType(parent))
+    return made
+
+
+def _geobench_task(folder, classes, n, n_classes, multilabel, rng):
+    """A GEO-Bench task folder in the released layout: <name>.hdf5 per sample (one dataset per band,
+    attrs['pickle'] = str(pickle.dumps(...)) with BandInfo, date, transform, crs, bands_order, label),
+    task_specs.pkl, band_stats.json, default and 0.01x_train partitions. Class c brightens band c."""
+    import datetime
+    import json
+    import pickle
+
+    h5py = pytest.importorskip("h5py")
+    folder.mkdir(parents=True)
+    names, labels = [], []
+    for i in range(n):
+        y = rng.integers(0, 2, n_classes) if multilabel else int(i % n_classes)
+        hot = np.flatnonzero(y) if multilabel else [y]
+        name = f"sample_{i:03d}"
+        attrs, order = {}, []
+        with h5py.File(folder / f"{name}.hdf5", "w") as fp:
+            for b, band in enumerate(S2_13):
+                data = rng.normal(1000, 20, (8, 8)) + 400 * (b in hot)
+                fp.create_dataset(band, data=data.astype(np.int16))
+                attrs[band] = {"date": datetime.date(2018, 5, 1), "date_id": None, "spatial_resolution": 10,
+                               "band_info": classes["Sentinel2"](name=band, alt_names=(), spatial_resolution=10,
+                                                                 wavelength=0.5),
+                               "meta_info": None, "transform": classes["Affine"](a=10.0),
+                               "crs": classes["CRS"](wkt="X")}
+                order.append(band)
+            attrs["bands_order"] = order
+            attrs["label"] = np.asarray(y, np.int64) if multilabel else y
+            fp.attrs["pickle"] = str(pickle.dumps(attrs, protocol=4))
+        names.append(name)
+        labels.append(y)
+    label_type = (classes["MultiLabelClassification"] if multilabel else classes["Classification"])(n_classes=n_classes)
+    specs = classes["TaskSpecifications"](dataset_name=folder.name, label_type=label_type, bands_info=[])
+    (folder / "task_specs.pkl").write_bytes(pickle.dumps(specs, protocol=4))
+    (folder / "band_stats.json").write_text(json.dumps({b: {"mean": 1100.0, "std": 200.0, "min": 0, "max": 2000}
+                                                        for b in S2_13}))
+    train, test = names[: n * 2 // 3], names[n * 2 // 3:]
+    (folder / "default_partition.json").write_text(json.dumps({"train": train, "valid": [], "test": test}))
+    (folder / "0.01x_train_partition.json").write_text(json.dumps({"train": train[:3], "valid": [], "test": test}))
+    return labels
+
+
+def _zip(folder, dest):
+    import zipfile
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(dest, "w") as z:
+        for f in sorted(folder.rglob("*")):
+            z.write(f, f.relative_to(folder.parent))
+
+
+def test_benchmarks_acquire_read_and_probe_offline(static_server, geobench_classes, tmp_path):
+    """GEO-Bench zips and Copernicus-Bench files in their released layouts, served at a pinned commit:
+    acquire checks their digests and unpacks them, prepare reads them into the encoder's band order,
+    and the kNN / linear probes score them (class-separable bands: a probe well above chance)."""
+    import hashlib
+
+    from iclr26.core.errors import DataError
+    from iclr26.papers.terrafm import benchmarks as bm
+
+    h5py = pytest.importorskip("h5py")
+    tifffile = pytest.importorskip("tifffile")
+    served, base = static_server
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    rng = np.random.default_rng(0)
+    src = tmp_path / "src"
+    eurosat_y = _geobench_task(src / "m-eurosat", geobench_classes, 30, 3, False, rng)
+    _geobench_task(src / "m-bigearthnet", geobench_classes, 30, 4, True, rng)
+    for task in ("m-eurosat", "m-bigearthnet"):
+        _zip(src / task, served / "geo" / rev / "classification_v1.0" / f"{task}.zip")
+    # Copernicus-Bench EuroSAT-S2: 13-band pixel-interleaved GeoTIFFs, B8A stored last
+    cls_names = ("Forest", "River", "SeaLake")
+    root = src / "cb" / "eurosat_s2"
+    for split, count in (("train", 18), ("val", 3), ("test", 9)):
+        lines = []
+        for i in range(count):
+            c = cls_names[i % 3]
+            img = rng.normal(1000, 20, (8, 8, 13)) + 500 * (np.arange(13) == i % 3)
+            img[..., 12] = 7000                                   # B8A, the file's last band
+            path = root / "all_imgs" / c / f"{c}_{split}{i}.tif"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tifffile.imwrite(path, img.astype(np.uint16))
+            lines.append(f"{c}_{split}{i}.jpg")
+        (root / f"eurosat-{split}.txt").write_text("\n".join(lines) + "\n")
+    _zip(root, served / "cb" / rev / "l2_eurosat_s1s2" / "eurosat_s2.zip")
+    lcz = served / "cb" / rev / "l3_lcz_s2"
+    lcz.mkdir(parents=True)
+    for split, count in (("train", 20), ("test", 10)):
+        y = np.arange(count) % 4
+        with h5py.File(lcz / f"lcz_{split}.h5", "w") as f:
+            f["sen2"] = (rng.normal(0.1, 0.01, (count, 8, 8, 10)) + 0.2 * (np.arange(10) == y[:, None, None, None]))
+            f["label"] = np.eye(17)[y]
+
+    def pin(path, digest="sha256"):
+        h = hashlib.new(digest, path.read_bytes()).hexdigest()
+        return {"url": f"{base}/{path.relative_to(served).as_posix()}", digest: h}
+
+    eurosat_zip = served / "cb" / rev / "l2_eurosat_s1s2" / "eurosat_s2.zip"
+    spec = {"geobench": {t: {"modality": "s2l1c", "protocol": "knn", "low_partition": "0.01x_train",
+                             "files": [pin(served / "geo" / rev / "classification_v1.0" / f"{t}.zip")]}
+                         for t in ("m-eurosat", "m-bigearthnet")},
+            "copernicus": {"eurosat_s2": {"modality": "s2l1c", "protocol": "linear", "reader": "eurosat",
+                                          "files": [pin(eurosat_zip, "md5")]},
+                           "lcz_s2": {"modality": "s2l1c", "protocol": "linear", "reader": "lcz", "n_classes": 17,
+                                      "files": [pin(lcz / f"lcz_{s}.h5", "md5") for s in ("train", "test")]}}}
+    raw, prepared = tmp_path / "raw", tmp_path / "prepared"
+    info = bm.acquire(spec, raw, log=lambda *a: None)
+    assert set(info) == {"geobench/m-eurosat", "geobench/m-bigearthnet", "copernicus/eurosat_s2", "copernicus/lcz_s2"}
+    bad = {"x": {"t": {"files": [{**spec["copernicus"]["lcz_s2"]["files"][0], "md5": "0" * 32}]}}}
+    with pytest.raises(DataError, match="md5 mismatch"):
+        bm.acquire(bad, tmp_path / "bad", log=lambda *a: None)
+    bm.prepare(spec, raw, prepared, log=lambda *a: None)
+
+    from iclr26.core.io import load_arrays
+
+    geo = load_arrays(prepared / "geobench_m-eurosat.npz")
+    assert geo["train_x"].shape == (20, 12, 8, 8) and len(geo["test_y"]) == 10 and list(geo["low_idx"]) == [0, 1, 2]
+    assert list(geo["train_y"]) == eurosat_y[:20] and int(geo["n_classes"]) == 3
+    # class 0 brightens "01 - Coastal aerosol" (S2_ORDER index 0); band_stats standardisation: (1400 - 1100) / 200
+    assert geo["train_x"][0, 0].mean() == pytest.approx(1.5, abs=0.1) and abs(geo["train_x"][1, 0].mean() + 0.5) < 0.1
+    ben = load_arrays(prepared / "geobench_m-bigearthnet.npz")
+    assert bool(ben["multilabel"]) and ben["train_y"].shape == (20, 4)
+    eu = load_arrays(prepared / "copernicus_eurosat_s2.npz")
+    assert eu["train_x"].shape == (18, 12, 8, 8)
+    # the file's last band (B8A, constant 7000) is the encoder's 9th S2 band (after B08): zero once standardised
+    assert np.allclose(eu["train_x"][:, bm.S2_ORDER.index("B8A")], 0, atol=1e-2)
+    lz = load_arrays(prepared / "copernicus_lcz_s2.npz")
+    assert lz["train_x"].shape == (20, 12, 8, 8) and np.all(lz["train_x"][:, 0] == 0)          # B01 absent
+    ev = {"k": 3, "temperature": 0.07, "linear_max_iter": 200}
+    for name, task, tspec in (("geobench", "m-eurosat", spec["geobench"]["m-eurosat"]),
+                              ("geobench", "m-bigearthnet", spec["geobench"]["m-bigearthnet"]),
+                              ("copernicus", "eurosat_s2", spec["copernicus"]["eurosat_s2"]),
+                              ("copernicus", "lcz_s2", spec["copernicus"]["lcz_s2"])):
+        arrays = load_arrays(prepared / f"{name}_{task}.npz")
+        f_tr, f_te = (probe.raw_features(arrays[k].astype(np.float32)) for k in ("train_x", "test_x"))
+        recs = bm.evaluate_task(f_tr, f_te, arrays, tspec, ev, seed=0)
+        assert [r["labels"] for r in recs] == (["full", "low"] if tspec["protocol"] == "knn" else ["full"])
+        assert recs[0]["score"] > 0.8, (task, recs)                                      # separable: well above chance
+        assert ("oa" in recs[0]) == (task != "m-bigearthnet")
+    # the frozen-encoder path: resized to the encoder's input, one CLS vector per image
+    torch.manual_seed(0)
+    net = model.build(CFG)
+    assert bm.features(net, geo["test_x"], "s2l1c", 16).shape == (10, 16)
+
+
+def test_geobench_unpickler_builds_data_and_refuses_other_code():
+    import os
+    import pickle
+
+    from iclr26.core.errors import DataError
+    from iclr26.papers.terrafm import benchmarks as bm
+
+    got = bm.unpickle(pickle.dumps({"label": np.arange(3, dtype=np.int64), "x": np.float64(2.5)}))
+    assert list(got["label"]) == [0, 1, 2] and got["x"] == 2.5
+    # the released files were pickled by numpy 1 (numpy.core.multiarray), this environment has numpy 2
+    old = pickle.dumps(np.arange(3, dtype=np.int64), protocol=2).replace(b"numpy._core.", b"numpy.core.")
+    assert list(bm.unpickle(old)) == [0, 1, 2]
+    with pytest.raises(DataError, match="posix.system|os.system"):
+        bm.unpickle(pickle.dumps(os.system))
+    assert bm.s2_code("08A - Vegetation Red Edge") == "B8A" and bm.s2_code("10 - SWIR - Cirrus") == "B10"
+
+
+def test_stages_evaluate_benchmarks_with_the_frozen_encoders(static_server, geobench_classes, workdir):
+    """The stages with data.majortom.benchmarks set (the full scale's key) on the smoke pipeline: acquire
+    fetches the task files, prepare reads them, evaluate adds one record per task, seed and label
+    setting, from the same frozen encoder (and the raw-statistics row), beside the Major-TOM records."""
+    import hashlib
+    import json
+
+    from iclr26.core.job import run_paper
+
+    h5py = pytest.importorskip("h5py")
+    served, base = static_server
+    rng = np.random.default_rng(1)
+    _geobench_task(workdir / "src" / "m-eurosat", geobench_classes, 24, 3, False, rng)
+    _zip(workdir / "src" / "m-eurosat", served / "m-eurosat.zip")
+    for split, count in (("train", 16), ("test", 8)):
+        y = np.arange(count) % 4
+        with h5py.File(served / f"lcz_{split}.h5", "w") as f:
+            f["sen2"] = rng.normal(0.1, 0.01, (count, 8, 8, 10)) + 0.2 * (np.arange(10) == y[:, None, None, None])
+            f["label"] = np.eye(17)[y]
+
+    def pin(name, digest):
+        return f"{{url:'{base}/{name}',{digest}:{hashlib.new(digest, (served / name).read_bytes()).hexdigest()}}}"
+
+    bench = ("+data.majortom.benchmarks={geobench:{m-eurosat:{modality:s2l1c,protocol:knn,low_partition:0.01x_train,"
+             f"files:[{pin('m-eurosat.zip', 'sha256')}]}}}},copernicus:{{lcz_s2:{{modality:s2l1c,protocol:linear,"
+             f"reader:lcz,n_classes:17,files:[{pin('lcz_train.h5', 'md5')},{pin('lcz_test.h5', 'md5')}]}}}}}}")
+    evals = run_paper("terrafm", "smoke", [bench, "+eval.benchmark_px=16", "+eval.linear_max_iter=100"],
+                      methods=["raw_stats", "dual_center"])
+    for path in evals:
+        records = json.loads(path.read_text())["records"]
+        rows = [r for r in records if r.get("benchmark")]
+        seeds = {r["seed"] for r in records if r.get("modality")}
+        assert sorted((r["task"], r["labels"], r["seed"]) for r in rows) == sorted(
+            [("m-eurosat", lab, s) for lab in ("full", "low") for s in seeds] + [("lcz_s2", "full", s) for s in seeds])
+        assert all(0 <= r["score"] <= 1 and r["score_name"] in ("top1", "oa") for r in rows)
+        assert not any("modality" in r for r in rows)         # the Major-TOM table's filters never pick them up

@@ -2,14 +2,18 @@
 
     acquire   tiny/smoke: mini-Major-TOM parts in the Major-TOM Core schema (majortom.write_synthetic);
               full: Major-TOM Core S2L2A, S2L1C, S1RTC parts at pinned commits, streamed per part and
-              cut to the selected grid cells (majortom.acquire_hub)
+              cut to the selected grid cells (majortom.acquire_hub); where data.majortom.benchmarks is set
+              (full), the GEO-Bench and Copernicus-Bench task files at pinned commits (benchmarks.acquire)
     prepare   the same loader for both: band rasters -> standardised pretraining tiles and downstream
-              chips (probe.build_arrays); the pre-arm checks (long tail; S1 and S2 both carry the label)
+              chips (probe.build_arrays); the pre-arm checks (long tail; S1 and S2 both carry the label);
+              the benchmark tasks as arrays in the encoder's band order (benchmarks.prepare)
     train     per variant and seed: DINO pretraining (model.pretrain)            -> <variant>_s<seed>.pt
     evaluate  frozen CLS features, weighted kNN with 100% and a fraction of the training labels, on
               the S2 (L2A) and the S1 chips: overall, balanced and tail-class accuracy; collapse flag;
               the training diagnostics (first/last loss, teacher entropy, trained, the second centre's
-              effect on the targets); raw_stats: the same kNN on per-band mean and sd of each chip
+              effect on the targets); raw_stats: the same kNN on per-band mean and sd of each chip;
+              with benchmarks, the same frozen encoders on each task (GEO-Bench: kNN, 100% and its 1%
+              partition; Copernicus-Bench: linear probe): records with benchmark, task, labels, score
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import numpy as np
 
 from iclr26.core.io import load_arrays, save_arrays, write_json
 
-from . import majortom, probe
+from . import benchmarks, majortom, probe
 
 DATASET = "majortom"
 
@@ -27,10 +31,18 @@ DATASET = "majortom"
 def acquire(job) -> dict:
     spec = job.cfg["data"][job.dataset]
     if spec["source"] == "synthetic":
-        return {"source": "synthetic", **majortom.write_synthetic(job.out_dir, spec["generator"], spec["data_seed"])}
+        return {"source": "synthetic", **majortom.write_synthetic(job.out_dir, spec["generator"], spec["data_seed"]),
+                **_acquire_benchmarks(job, spec)}
     if spec["source"] == "hub":
-        return {"source": "hub", **majortom.acquire_hub(spec, job.out_dir, job.log)}
+        return {"source": "hub", **majortom.acquire_hub(spec, job.out_dir, job.log), **_acquire_benchmarks(job, spec)}
     raise ValueError(f"data.{job.dataset}.source must be synthetic or hub, got {spec['source']!r}")
+
+
+def _acquire_benchmarks(job, spec: dict) -> dict:
+    """The GEO-Bench / Copernicus-Bench task files, where the config names them (full scale)."""
+    if not spec.get("benchmarks"):
+        return {}
+    return {"benchmarks": benchmarks.acquire(spec["benchmarks"], job.out_dir / "benchmarks", job.log)}
 
 
 def prepare(job) -> dict:
@@ -39,8 +51,13 @@ def prepare(job) -> dict:
     checks = probe.pre_arm_checks(arrays, job.cfg)
     job.log(f"pre-arm checks: {checks}")
     write_json(job.out_dir / "checks.json", checks)
-    return {"pretrain_tiles": int(len(arrays["label"])), "train_chips": int(len(arrays["train_label"])),
+    info = {"pretrain_tiles": int(len(arrays["label"])), "train_chips": int(len(arrays["train_label"])),
             "test_chips": int(len(arrays["test_label"])), "checks": checks}
+    spec = job.cfg["data"][job.dataset]
+    if spec.get("benchmarks"):
+        info["benchmarks"] = benchmarks.prepare(spec["benchmarks"], job.raw_dir() / "benchmarks",
+                                                job.out_dir / "benchmarks", job.log)
+    return info
 
 
 def _load(job) -> dict:
@@ -81,7 +98,7 @@ def evaluate(job) -> dict:
     y_tr, y_te = arrays["train_label"], arrays["test_label"]
     tails = probe.tail_classes(y_tr, n_cls, ev["n_tail"])
     nan = float("nan")
-    records = []
+    records, nets = [], {}
     for seed in job.seeds:
         diag = {"first_loss": nan, "last_loss": nan, "center_gap": nan, "dual_kl": nan}
         if job.method == "raw_stats":   # no encoder: per-band mean and sd of each chip (pre-arm check's features)
@@ -108,6 +125,7 @@ def evaluate(job) -> dict:
             float(diag["last_loss"] < diag["first_loss"] and collapse["collapsed"] == 0.0)
         dual_active = float(trained == 1.0 and diag["dual_kl"] >= ev["min_dual_kl"]) \
             if job.method == "dual_center" else nan
+        nets[seed] = net
         for modality, name in (("s2l2a", "s2"), ("s1rtc", "s1")):
             if net is None:
                 f_tr, f_te = (probe.raw_features(arrays[f"{p}_{modality}"]) for p in ("train", "test"))
@@ -120,6 +138,19 @@ def evaluate(job) -> dict:
                 records.append({"seed": seed, "modality": name, "labels": labels, "n_labels": int(len(keep)),
                                 **probe.scores(y_te, pred, tails), **collapse, **diag,
                                 "trained": trained, "dual_active": dual_active})
+    bench = cfg["data"][DATASET].get("benchmarks") or {}
+    for name, tasks in bench.items():   # full scale: the paper's benchmark tasks, same frozen encoders
+        for task, tspec in tasks.items():
+            arrays = load_arrays(job.prepared_dir(DATASET) / "benchmarks" / f"{name}_{task}.npz")
+            for seed, net in nets.items():
+                if net is None:
+                    f_tr, f_te = (probe.raw_features(arrays[k].astype(np.float32)) for k in ("train_x", "test_x"))
+                else:
+                    f_tr, f_te = (benchmarks.features(net, arrays[k], tspec["modality"], ev.get("benchmark_px"))
+                                  for k in ("train_x", "test_x"))
+                for rec in benchmarks.evaluate_task(f_tr, f_te, arrays, tspec, ev, seed):
+                    records.append({"seed": seed, "benchmark": name, "task": task, **rec})
+                job.log(f"{name}/{task} seed {seed}: {records[-1]['score_name']} {records[-1]['score']:.3f}")
     return {"records": records}
 
 
