@@ -260,7 +260,8 @@ def test_demonstration_check_fails_with_one_data_error(tmp_path):
     assert (tmp_path / "keypoint_map.json").exists()
     with pytest.raises(DataError, match="expected 206"):
         stages.check_demonstrations(tmp_path / "ok.zarr", {"episodes": 206}, tmp_path)
-    arrays["data/keypoint"] = arrays["data/keypoint"] + np.random.default_rng(0).normal(0, 5, arrays["data/keypoint"].shape)
+    noise = np.random.default_rng(0).normal(0, 5, arrays["data/keypoint"].shape)
+    arrays["data/keypoint"] = arrays["data/keypoint"] + noise
     env.write_zarr(tmp_path / "bad.zarr", arrays)
     with pytest.raises(DataError, match="rigid"):
         stages.check_demonstrations(tmp_path / "bad.zarr", None, tmp_path)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from iclr26.papers.dart import losses
-from iclr26.papers.dart.stages import recalls
+from iclr26.papers.dart.metrics import recalls
 
 
 def test_sinkhorn_matches_pot():
@@ -228,7 +228,7 @@ def test_full_scale_pretrained_encoders_offline(static_server, tmp_path, monkeyp
     from iclr26.core.config import compose_job_config
     from iclr26.core.errors import DataError
     from iclr26.papers.dart import data, encoders, full
-    from iclr26.papers.dart.stages import recalls
+    from iclr26.papers.dart.metrics import recalls
 
     cfg = compose_job_config("dart", "full")
     mel = {"sample_rate": 16000, "n_fft": 512, "hop_length": 480, "n_mels": 16, "f_min": 50.0, "f_max": 8000.0,
@@ -283,10 +283,10 @@ def test_full_scale_pretrained_encoders_offline(static_server, tmp_path, monkeyp
     net = encoders.build(cfg, cfg["text_encoder"]["source"], full.checkpoint_path(raw, cfg))
     assert torch.equal(net.audio.conv_block1.conv1.weight, state["conv_block1.conv1.weight"])
     assert full.run_steps(cfg["train"], 6, 4) == (16, 8)            # 2 caption-epochs of 30 pairs at batch 4
-    from iclr26.papers.dart import stages
+    from iclr26.papers.dart import metrics
 
     scored = []   # the clips of every split fit() scores: only validation's 2 ever (never the test split's 3)
-    monkeypatch.setattr(stages, "recalls", lambda a, t: scored.append(len(a)) or recalls(a, t))
+    monkeypatch.setattr(metrics, "recalls", lambda a, t: scored.append(len(a)) or recalls(a, t))
     for method in ("iot", "dart_no_ram", "dart"):
         torch.manual_seed(0)
         a, t, out = full.fit(f, method, 4, 0.5, cfg, 0, raw, log=lambda m: None)

@@ -489,7 +489,8 @@ def evaluate(job) -> dict:
             flops = cache.chunk_flops(sched, per_block, rest, policy.steps)
             records.append({"seed": seed, "S": budget, "n_bu": n_bu, "headline": int(headline), "matched": int(matched),
                             "budget": used, **measured, "flops_speedup": full_flops / flops,
-                            "gflops_chunk": flops / 1e9, "block_frac": sum(len(v) for v in sched.values()) / total_blocks,
+                            "gflops_chunk": flops / 1e9,
+                            "block_frac": sum(len(v) for v in sched.values()) / total_blocks,
                             "gpu_timing": gpu})
             return masks
 

@@ -237,7 +237,7 @@ def fit(f: dict, method: str, batch: int, noise: float, cfg: dict, seed: int, ra
     from iclr26.core.runtime import pick_device
 
     from . import encoders
-    from .stages import recalls
+    from .metrics import recalls
 
     device = pick_device(cfg.get("device"))
     tcfg, m = cfg["train"], cfg["model"]

@@ -32,7 +32,7 @@ def main() -> None:
     from iclr26.core.job import data_dir
 
     from . import training
-    from .stages import recalls
+    from .metrics import recalls
 
     torch.set_num_threads(1)
     cfg = compose_job_config("dart", args.scale)

@@ -12,7 +12,9 @@ PAPER = Paper(
     code="https://github.com/GAIR-NLP/PC-Agent-E",
     methods=("base", "teacher", "human_only", "human_only_eq_steps", "distill", "distill_1rollout", "boost"),
     datasets=("minidesk",),  # MiniDesk tasks and trajectories at tiny/smoke; the released trajectories at full
-    metrics=("success", "n_train", "boost_coverage"),  # boost_coverage: the Boost claims' precondition
+    # boost_coverage: the Boost claims' coverage check; train_fit: every compared arm's fit precondition
+    # (student.fit), train_acc: its plain training action accuracy
+    metrics=("success", "n_train", "boost_coverage", "train_fit", "train_acc"),
     figures=("success_by_app.png",),
     stage_module="iclr26.papers.pc_agent_e.stages",
     gpu_stages=("train",),  # evaluate at full reads the WAA-V2 host's results (full.py)

@@ -276,9 +276,11 @@ def examples(lines: list[dict], tasks: dict[str, dict], use_human: bool, use_boo
     """Training examples (as prepare.py builds them): one per human step, plus one per kept boost
     response at that step, all sharing the step's screenshot and instruction; for distillation
     lines, one per kept teacher step. A step's boost responses are read as prepare.py reads them,
-    `boost_responses[:boost_count]` (BOOST_CNT). Screenshots are re-rendered by replaying the trajectory."""
+    `boost_responses[:boost_count]` (BOOST_CNT). Screenshots are re-rendered by replaying the trajectory.
+    `correct` marks, per example, the correct next actions at its state (MiniDesk.correct_actions),
+    for the fit measure (student.fit)."""
     env = md.MiniDesk(10 ** 6)
-    obs, instr, prev, act, goal = [], [], [], [], []
+    obs, instr, prev, act, goal, correct = [], [], [], [], [], []
     by_traj: dict[int, list[dict]] = {}
     for line in lines:
         by_traj.setdefault(line["traj"], []).append(line)
@@ -291,6 +293,8 @@ def examples(lines: list[dict], tasks: dict[str, dict], use_human: bool, use_boo
         last = "none"
         for line in traj:
             o = env.observe()
+            ok = np.zeros(md.VOCAB, bool)
+            ok[[i for i in map(md.vocab_index, env.correct_actions()) if i >= 0]] = True
             targets = []
             if use_human and (not only_kept or line.get("keep")):
                 targets.append((line["action"], line["thought"]))
@@ -305,11 +309,12 @@ def examples(lines: list[dict], tasks: dict[str, dict], use_human: bool, use_boo
                 prev.append(prev_kind(last))
                 act.append(md.vocab_index(a))
                 goal.append(thought_subgoal(thought))
+                correct.append(ok)
             env.transition(line["action"])
             last = line["action"]
     return {"obs": np.asarray(obs, np.float32).reshape(-1, md.C, md.H, md.W), "instr": np.asarray(instr),
             "prev": np.asarray(prev, np.int64), "action": np.asarray(act, np.int64),
-            "subgoal": np.asarray(goal, np.int64)}
+            "subgoal": np.asarray(goal, np.int64), "correct": np.asarray(correct, bool).reshape(-1, md.VOCAB)}
 
 
 PREV_KINDS = ("none", "click", "hotkey", "type", "press", "wait", "scroll", "other")

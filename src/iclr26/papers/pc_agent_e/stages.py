@@ -12,8 +12,11 @@
               the pre-arm mechanism checks (summary.json)
     train     one student per seed and arm, student.epochs epochs over the arm's own examples
               (the paper's rule); human_only_eq_steps: the human data for as many optimizer
-              steps as the same seed's boost arm (the equal-steps control)
-    evaluate  every row on the held-out tasks: success per WAA-V2 column and in total
+              steps as the same seed's boost arm (the equal-steps control); then the student's fit
+              to its own training examples (student.fit: train_fit, train_acc)
+    evaluate  every row on the held-out tasks: success per WAA-V2 column and in total; the
+              records also carry the arm's fit (from its train job) and, for boost, the seed's
+              coverage (from prepare's summary.json)
 
 A seed draws the human demos' idiosyncrasies, the teacher's samples, the distillation rollouts and
 the student's init; the tasks are fixed (data seed), so every row is paired by seed.
@@ -24,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from iclr26.core.io import write_json
+from iclr26.core.io import read_json, write_json
 
 from . import data, full
 from . import minidesk as md
@@ -109,6 +112,11 @@ def arm_examples(job, seed: int, method: str | None = None) -> dict:
                          boost_count=job.cfg["boost"]["count"])
 
 
+def _summary(job, seed: int) -> dict:
+    """prepare's per-seed counts and mechanism checks (summary.json)."""
+    return read_json(job.prepared_dir(DATASET) / "summary.json")[f"seed{seed}"]
+
+
 def train(job) -> dict:
     if full.is_full(job.cfg):
         return full.train(job)
@@ -121,11 +129,11 @@ def train(job) -> dict:
         ex = arm_examples(job, seed)
         steps = None
         if job.method == "human_only_eq_steps":   # the boost arm's step count for this seed
-            steps = student.sft_steps(job.cfg, len(arm_examples(job, seed, "boost")["action"]))
+            steps = student.sft_steps(job.cfg, _summary(job, seed)["boost_examples"])
         net, losses = student.train(job.cfg, ex, seed, steps)
         torch.save(net.state_dict(), job.out_dir / f"student_{key}.pt")
         return {"n_train": len(ex["action"]), "steps": len(losses), "first_loss": float(np.mean(losses[:10])),
-                "last_loss": float(np.mean(losses[-10:]))}
+                "last_loss": float(np.mean(losses[-10:])), **student.fit(job.cfg, net, ex)}
 
     return {"units": job.units([f"s{seed}" for seed in job.seeds], work)}
 
@@ -140,27 +148,26 @@ def evaluate(job) -> dict:
     cfg, records = job.cfg, []
     tests = _tasks(job, "test")
     apps = np.array([t["snapshot"] for t in tests])
+    trained = read_json(job.out_dir / "metrics.json")["units"] if job.method in STUDENTS else {}
+    nan = float("nan")
     for seed in job.seeds:
-        n_train = 0
+        unit = trained.get(f"s{seed}", {})
         if job.method == "teacher":
             actor = student.teacher_actor(data.Teacher(cfg["teacher"]["eps"], 0.0, np.random.default_rng([seed, 30])))
         else:
             net = student.build(cfg, seed)
             if job.method in STUDENTS:
                 net.load_state_dict(torch.load(job.out_dir / f"student_s{seed}.pt", weights_only=True))
-                n_train = len(arm_examples(job, seed)["action"])
             actor = student.student_actor(cfg, net)
         success = student.rollout(cfg, tests, actor)
-        cover = float("nan")
-        if job.method == "boost":   # the Boost claims' precondition, measured on this seed's data
-            tmap = {t["id"]: t for t in _tasks(job, "train")}
-            lines = data.read_events(job.prepared_dir(DATASET) / f"seed{seed}" / "human")
-            cover = 100 * data.coverage(lines, tmap, cfg["boost"]["count"])["boost_coverage"]
+        # the Boost claims' coverage check, measured on this seed's data by prepare (mechanism)
+        cover = 100 * _summary(job, seed)["boost_coverage"] if job.method == "boost" else nan
         for app in ("total", *md.APPS):
             pick = np.ones(len(tests), bool) if app == "total" else apps == app
             records.append({"seed": seed, "app": app, "n_tasks": int(pick.sum()),
-                            "success": float(100 * success[pick].mean()), "n_train": float(n_train),
-                            "boost_coverage": cover})
+                            "success": float(100 * success[pick].mean()), "n_train": float(unit.get("n_train", 0)),
+                            "boost_coverage": cover, "train_fit": float(unit.get("train_fit", nan)),
+                            "train_acc": float(unit.get("train_acc", nan))})
     return {"records": records}
 
 
