@@ -241,3 +241,34 @@ def pytest_sessionfinish(session, exitstatus):
         print(f"\nA test wrote pipeline outputs into the checkout (run it in the workdir fixture): "
               f"{', '.join(str(p.relative_to(REPO)) for p in new[:5])}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# Each paper may add at most 20 s to the suite (issue rules): the summary sums, per paper, its own
+# test file and every parametrized test run for it ([slug] in the test id), setup and teardown included.
+PAPER_BUDGET_S = 20.0
+_paper_seconds: dict[str, float] = {}
+
+
+def _paper_of(nodeid: str, slugs: set[str]) -> str | None:
+    stem = Path(nodeid.split("::")[0]).stem.removeprefix("test_")
+    if nodeid.startswith("tests/papers/") and stem in slugs:
+        return stem
+    params = nodeid.partition("[")[2].rstrip("]")
+    return next((s for s in slugs if params == s or params.startswith(s + "-") or params.endswith("-" + s)), None)
+
+
+def pytest_runtest_logreport(report):
+    from iclr26.core.paper import all_papers
+
+    paper = _paper_of(report.nodeid, set(all_papers()))
+    if paper:
+        _paper_seconds[paper] = _paper_seconds.get(paper, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _paper_seconds:
+        return
+    over = {p: s for p, s in _paper_seconds.items() if s > PAPER_BUDGET_S}
+    terminalreporter.section(f"seconds per paper (budget {PAPER_BUDGET_S:.0f} s; over: {len(over)})")
+    for paper, seconds in sorted(_paper_seconds.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{seconds:7.1f}  {paper}{'  OVER' if paper in over else ''}")
