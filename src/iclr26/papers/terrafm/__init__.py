@@ -15,7 +15,7 @@ PAPER = Paper(
     methods=("random", "raw_stats", "s2_dino", "modality_aug", "dual_center"),   # table rows, in order
     datasets=("majortom",),   # mini-Major-TOM (tiny, smoke) / Major-TOM Core parts (full)
     metrics=("oa", "balanced_acc", "tail_acc", "collapsed", "mean_h_norm", "first_loss", "last_loss", "trained",
-             "center_gap", "dual_kl", "dual_active"),
+             "center_gap", "dual_kl", "dual_active", "micro_f1"),   # micro_f1: m-bigearthnet (full); = oa elsewhere
     figures=("knn_accuracy.png",),
     stage_module="iclr26.papers.terrafm.stages",
     gpu_stages=("train",),   # evaluate: frozen features and kNN on the CPU node

@@ -23,6 +23,10 @@ hub commit with a sha256 or md5, fetched by core.acquire.download_pinned):
   GeoTIFF: S1 VV, VH in dB; S2 13 bands B01..B09, B10, B11, B12, B8A); LCZ-S2, `lcz_{split}.h5`
   with `sen2` (N, 32, 32, 10: B02..B08, B8A, B11, B12) and one-hot `label` (N, 17).
 
+Band names are trusted only where the band statistics agree (band_problems, at prepare): GEO-Bench's
+m-eurosat names its bands as if B8A were 9th while EuroSAT's tifs store it last, so its spec carries a
+band_map (full.yaml). The EuroSAT GeoTIFFs are decoded by tifffile with imagecodecs (LZW / deflate).
+
 Every image is put in the band order of TerraFM's path for it (majortom.S2L2A_BANDS for both S2
 paths, B10 dropped; VV, VH for S1) and standardised per band (GEO-Bench: its band_stats.json;
 Copernicus-Bench: the training split's mean and sd); a band the task lacks (B01 and B09 of So2Sat
@@ -62,13 +66,17 @@ def _h5py():
 
 
 def _tifffile():
+    """tifffile, with imagecodecs: tifffile decodes LZW, deflate and the predictors of compressed GeoTIFFs
+    only through imagecodecs, so both are required before any file is opened."""
     try:
+        import imagecodecs  # noqa: F401
         import tifffile
     except ImportError:
         from iclr26.core.errors import DataError
 
-        raise DataError("reading Copernicus-Bench EuroSAT GeoTIFFs needs tifffile (tifffile==2026.3.3), "
-                        "which this environment lacks") from None
+        raise DataError("reading Copernicus-Bench EuroSAT GeoTIFFs needs tifffile (tifffile==2026.3.3) and "
+                        "imagecodecs (imagecodecs==2026.3.6, its LZW / deflate codecs), which this environment "
+                        "lacks") from None
     return tifffile
 
 
@@ -168,22 +176,55 @@ def task_dir(root: Path) -> Path:
     return hits[0].parent
 
 
+def band_problems(stats: dict, band_map: dict | None = None, names=None) -> list[str]:
+    """Plausibility of a task's Sentinel-2 band contents from its band_stats.json means, after
+    `band_map` (GEO-Bench name's code -> the band the data really hold): the cirrus band B10, where
+    present, has the smallest mean of all bands (1375 nm is absorbed by water vapour: tens in L1C
+    reflectance x 10^4), and each SWIR band B11, B12 has a mean of at least a quarter of red B04's.
+    Scale-free (So2Sat's and Copernicus-Bench's units differ), so it catches a permutation of the band
+    names (m-eurosat's B8A stored last), not a scale. `names`: the Sentinel-2 band names of the task
+    (So2Sat's Sentinel-1 names "01 - VH.Real", ... would read as B01, ...). Returns the rules broken."""
+    band_map = band_map or {}
+    means = {}
+    for name, entry in stats.items():
+        code = s2_code(name) if names is None or name in names else None
+        if code is not None and isinstance(entry, dict) and "mean" in entry:
+            means[band_map.get(code, code)] = float(entry["mean"])
+    problems = []
+    if "B10" in means and means["B10"] > min(means.values()):
+        low = min(means, key=means.get)
+        problems.append(f"B10 (cirrus) mean {means['B10']:.1f} is not the smallest ({low} {means[low]:.1f})")
+    for swir in ("B11", "B12"):
+        if swir in means and "B04" in means and means[swir] < 0.25 * means["B04"]:
+            problems.append(f"{swir} (SWIR) mean {means[swir]:.1f} < a quarter of B04's {means['B04']:.1f}")
+    return problems
+
+
 def read_geobench_task(root: Path, spec: dict) -> dict[str, np.ndarray]:
     """A GEO-Bench classification task as arrays: `train_x` / `test_x` (N, C, H, W) float32 in the
     encoder's band order and standardised with band_stats.json, `train_y` / `test_y` (class index,
     or (N, n_classes) 0/1 for a multi-label task), `low_idx` (the rows of the training split in the
-    task's `low_partition`)."""
+    task's `low_partition`), `band_check` (the rules band_problems finds broken, "" if none).
+    `spec["band_map"]` ({code of GEO-Bench's name: the band the data hold}) corrects a task whose band
+    names do not match its data; `spec["band_check"]` "raise" (default) stops on an implausible band
+    content, "report" only records it (a task whose contents are known not to fit, printed)."""
+    from iclr26.core.errors import DataError
+
     folder = task_dir(root)
     specs = unpickle((folder / "task_specs.pkl").read_bytes())
     label_type = specs.label_type
     multilabel = kind(label_type) == "MultiLabelClassification"
     if kind(label_type) not in ("Classification", "MultiLabelClassification"):
-        from iclr26.core.errors import DataError
-
         raise DataError(f"{folder.name}: label type {kind(label_type)}, not a classification task")
     default = json.loads((folder / "default_partition.json").read_text())
     low = set(json.loads((folder / f"{spec['low_partition']}_partition.json").read_text())["train"])
     stats = json.loads((folder / "band_stats.json").read_text())
+    band_map = dict(spec.get("band_map") or {})
+    s2_names = set(read_geobench_sample(folder / f"{default['train'][0]}.hdf5", "Sentinel2")[0])
+    problems = band_problems(stats, band_map, s2_names)
+    if problems and spec.get("band_check", "raise") == "raise":
+        raise DataError(f"{folder.name}: band contents do not fit the band names (band_stats.json means, "
+                        f"band_map {band_map}): {'; '.join(problems)}")
     if spec["modality"] not in ("s2l1c", "s2l2a"):   # the tasks' S1 bands (So2Sat) are Lee-filtered complex parts
         raise ValueError(f"GEO-Bench tasks are read through an S2 path, got modality {spec['modality']!r}")
     out = {"n_classes": np.array(int(label_type.n_classes)), "multilabel": np.array(multilabel)}
@@ -191,21 +232,28 @@ def read_geobench_task(root: Path, spec: dict) -> dict[str, np.ndarray]:
         xs, ys = [], []
         for name in default[split]:
             bands, label = read_geobench_sample(folder / f"{name}.hdf5", "Sentinel2")
-            xs.append(arrange(bands, stats))
+            xs.append(arrange(bands, stats, band_map))
             ys.append(np.asarray(label, np.int64))
         out[f"{split}_x"], out[f"{split}_y"] = np.stack(xs), np.stack(ys)
     out["low_idx"] = np.array([i for i, n in enumerate(default["train"]) if n in low], np.int64)
+    if len(out["low_idx"]) != len(low):   # every name of the low-label partition is a default training sample
+        raise DataError(f"{folder.name}: {len(low) - len(out['low_idx'])} of the {len(low)} samples of "
+                        f"{spec['low_partition']}_partition.json are not in the default training split")
+    out["band_check"] = np.array("; ".join(problems))
     return out
 
 
-def arrange(bands: dict[str, np.ndarray], stats: dict) -> np.ndarray:
+def arrange(bands: dict[str, np.ndarray], stats: dict, band_map: dict | None = None) -> np.ndarray:
     """Sentinel-2 bands (by GEO-Bench name) -> (12, H, W) in S2_ORDER, each standardised with its
-    band_stats.json entry; a band the sample lacks is zeros (its mean), B10 is dropped."""
+    band_stats.json entry; a band the sample lacks is zeros (its mean), B10 is dropped. `band_map`
+    ({code of the name: the band the data hold}) places a band by its content where the names are wrong."""
     order = S2_ORDER
+    band_map = band_map or {}
     size = max(b.shape[0] for b in bands.values())
     out = np.zeros((len(order), size, size), np.float32)
     for name, raster in bands.items():
         key = s2_code(name)
+        key = band_map.get(key, key)
         if key in order:
             if raster.shape[0] != size:   # bands at their native resolution: nearest neighbour to the largest
                 raster = mt.on_grid([raster, np.zeros((size, size), raster.dtype)], None)[0]
@@ -322,8 +370,10 @@ def prepare(spec: dict, raw: Path, out: Path, log=print) -> dict:
             for k in ("train_x", "test_x"):
                 arrays[k] = arrays[k].astype(np.float16)
             save_arrays(Path(out) / f"{bench}_{task}.npz", **arrays)
+            check = str(arrays.pop("band_check", ""))
             info[f"{bench}/{task}"] = {"train": int(len(arrays["train_y"])), "test": int(len(arrays["test_y"])),
-                                       "low": int(len(arrays["low_idx"])), "n_classes": int(arrays["n_classes"])}
+                                       "low": int(len(arrays["low_idx"])), "n_classes": int(arrays["n_classes"]),
+                                       **({"band_check": check} if check else {})}
             log(f"{bench}/{task}: {info[f'{bench}/{task}']}")
     return info
 
@@ -369,8 +419,8 @@ def linear_probe(train_x, train_y, test_x, max_iter: int, seed: int) -> np.ndarr
 
 
 def evaluate_task(f_tr: np.ndarray, f_te: np.ndarray, arrays: dict, tspec: dict, ev: dict, seed: int) -> list[dict]:
-    """One record per label setting: `score` (top-1 / OA, or micro F1 for a multi-label task), and
-    `oa` as well where the score is an accuracy."""
+    """One record per label setting: `score` (top-1 / OA, or micro F1 for a multi-label task), `micro_f1`
+    (for a single-label task it equals the accuracy), and `oa` as well where the score is an accuracy."""
     from sklearn.metrics import f1_score
 
     from . import probe
@@ -388,10 +438,12 @@ def evaluate_task(f_tr: np.ndarray, f_te: np.ndarray, arrays: dict, tspec: dict,
             pred = knn_multilabel(f_tr[keep], y_tr[keep], f_te, ev["k"], ev["temperature"])
         else:
             pred = probe.knn_predict(f_tr[keep], y_tr[keep], f_te, ev["k"], ev["temperature"], n_cls)
+        f1 = float(f1_score(y_te, pred, average="micro", zero_division=0))
         if multilabel:
-            rec = {"score": float(f1_score(y_te, pred, average="micro", zero_division=0)), "score_name": "micro_f1"}
+            rec = {"score": f1, "score_name": "micro_f1", "micro_f1": f1}
         else:
             acc = float((pred == y_te).mean())
-            rec = {"score": acc, "score_name": "top1" if tspec["protocol"] == "knn" else "oa", "oa": acc}
+            rec = {"score": acc, "score_name": "top1" if tspec["protocol"] == "knn" else "oa", "oa": acc,
+                   "micro_f1": f1}
         records.append({"labels": labels, "n_labels": int(len(keep)), "protocol": tspec["protocol"], **rec})
     return records

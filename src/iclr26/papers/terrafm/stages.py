@@ -146,7 +146,8 @@ def evaluate(job) -> dict:
                 if net is None:
                     f_tr, f_te = (probe.raw_features(arrays[k].astype(np.float32)) for k in ("train_x", "test_x"))
                 else:
-                    f_tr, f_te = (benchmarks.features(net, arrays[k], tspec["modality"], ev.get("benchmark_px"))
+                    px = tspec.get("px", ev.get("benchmark_px"))   # per task (LCZ-S2: Copernicus-Bench's 112)
+                    f_tr, f_te = (benchmarks.features(net, arrays[k], tspec["modality"], px)
                                   for k in ("train_x", "test_x"))
                 for rec in benchmarks.evaluate_task(f_tr, f_te, arrays, tspec, ev, seed):
                     records.append({"seed": seed, "benchmark": name, "task": task, **rec})
