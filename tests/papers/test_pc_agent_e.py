@@ -112,6 +112,103 @@ def test_tiny_trajectories_are_written_in_the_raw_layout_and_read_by_the_full_sc
 
 
 # ----------------------------------------------------------------------------- full scale, offline
+def test_full_scale_prompt_is_prepare_py_text():
+    """postprocess/prepare.py get_instruction with utils.get_history_str (GAIR-NLP/PC-Agent-E @ 9b1b00b):
+    the official AGENT_PROMPT by digest, the history's last 10 responses as [i] blocks, 'None' first."""
+    import hashlib
+
+    from iclr26.papers.pc_agent_e import full
+
+    assert hashlib.sha256(full.AGENT_PROMPT.encode()).hexdigest() == full.AGENT_PROMPT_SHA256
+    assert full.AGENT_PROMPT.startswith("You are a helpful assistant who can help users complete computer tasks")
+    assert full.AGENT_PROMPT.endswith("Action: {The specific action you choose to take}\n\n"
+                                      "--------------------------------------------\n\n")
+    tail = ("\n\n--------------------------------------------\n\nGiven the screenshot. What's the next step "
+            "that you will do to help with the task?<image>")
+    head = (full.AGENT_PROMPT + "Your task is: Open VLC\n\nHistory of the previous actions and thoughts you have "
+            "done to reach the current screen: ")
+    assert full.instruction("Open VLC", []) == head + "None" + tail
+    steps = [data.response(f"thought number {k}", "wait") for k in range(12)]
+    two = full.instruction("Open VLC", steps[:2])
+    assert two == head + f"[1] {steps[0]}\n\n[2] {steps[1]}" + tail
+    twelve = full.instruction("Open VLC", steps)      # cut off at 10, numbered from [1] again
+    assert f"[1] {steps[2]}\n\n" in twelve and f"[10] {steps[11]}" + tail in twelve and steps[1] not in twelve
+    assert full.split_history(twelve) == (head, steps[2:]) and full.split_history(two)[1] == steps[:2]
+    assert full.split_history(full.instruction("Open VLC", []))[1] == []
+
+
+def test_full_scale_refine_filters_are_utils_py():
+    from iclr26.papers.pc_agent_e import full
+
+    assert full.refine_thought("too short") is None and full.refine_thought(None) is None
+    assert full.refine_thought("**Thought Process:** I open the menu first. Action: click") == \
+        "I open the menu first."
+    assert full.refine_response("I will open the file menu now.\n\n**Action:** click (10, 700) # the menu") == \
+        data.response("I will open the file menu now.", "click (10, 700)")
+    assert full.refine_response(data.response("I will click outside the screen.", "click (10, 720)")) is None
+    assert full.refine_response(data.response("I will press a made-up key now.", "press key: nokey")) is None
+    assert full.refine_response(data.response("I will press the enter key now.", "press key: Enter")) is not None
+    assert full.refine_response("I will just think about it for a while.") is None
+    assert not full.check_boost_response(data.response("I should click the button.", "click (x,y)"), "wait")
+    assert not full.check_boost_response(data.response("I should click the button.", "wait"), "finish")
+
+
+def test_every_rank_takes_the_same_number_of_steps():
+    """FSDP: every rank runs the same forward/backward passes at every step, or the collectives hang;
+    the uneven tail is dropped on all ranks, never on one."""
+    import pytest
+
+    from iclr26.core.errors import DataError
+    from iclr26.papers.pc_agent_e import full
+
+    for n, epochs in ((37, 2), (64, 1), (101, 2), (4503, 2)):
+        for world in (1, 2, 4, 8):
+            plan = full.step_plan(n, epochs, 32, world, seed=3)
+            assert plan.shape == (epochs * n // 32, 32)
+            per_rank = {r: [len(plan[s, r::world]) for s in range(len(plan))] for r in range(world)}
+            assert len({tuple(v) for v in per_rank.values()}) == 1 and set(per_rank[0]) == {32 // world}
+            assert np.bincount(plan.ravel(), minlength=n).max() <= epochs   # each row at most once an epoch
+            assert (full.step_plan(n, epochs, 32, world, seed=3) == plan).all()   # the same plan on every rank
+    with pytest.raises(DataError, match="does not split over 3 processes"):
+        full.step_plan(64, 1, 32, 3, seed=0)
+    with pytest.raises(DataError, match="no full step"):
+        full.step_plan(10, 1, 32, 1, seed=0)
+
+
+def test_resume_restores_the_adapter_and_the_optimizer_exactly(tmp_path):
+    """Checkpoint through torch.distributed.checkpoint's state_dict API (the FSDP-safe path): a run
+    stopped after step 1 and resumed from the saved file gives the same weights after step 2."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from iclr26.papers.pc_agent_e import full
+
+    def fresh():
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.ReLU(), torch.nn.Linear(6, 2))
+        model = get_peft_model(net, LoraConfig(r=2, lora_alpha=4, target_modules=["0", "2"]))
+        return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+
+    x = torch.randn(2, 8, 6)
+
+    def step(model, opt, k):
+        model(x[k]).pow(2).sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+    model, opt = fresh()
+    step(model, opt, 0)
+    adapter, optim = full.trainable_state(model, opt)
+    assert adapter and all("lora_" in k for k in adapter)
+    torch.save({"adapter": adapter, "opt": optim}, tmp_path / "c.pt")
+    step(model, opt, 1)
+    resumed, ropt = fresh()
+    saved = torch.load(tmp_path / "c.pt", weights_only=True)
+    full.load_trainable_state(resumed, ropt, saved["adapter"], saved["opt"])
+    step(resumed, ropt, 1)
+    a, b = full.trainable_state(model, opt)[0], full.trainable_state(resumed, ropt)[0]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
 def _trajectories(root):
     """Two tasks in the raw PC Tracker layout the released dataset ships (events*/ *task*.jsonl with
     action, screenshot, thought, boost_responses; the .md whose second line is the task), zipped."""
@@ -152,6 +249,7 @@ def test_full_scale_pipeline_offline(workdir, static_server):
     evaluate stopping with one line until the WAA-V2 host's results exist, then reading them."""
     import hashlib
     import json
+    import shutil
 
     import pytest
 
@@ -169,14 +267,34 @@ def test_full_scale_pipeline_offline(workdir, static_server):
 
     model = tiny_qwen25_vl(workdir / "qwen", "Action: click (40, 40) press key: enter finish the task settings",
                            max_positions=8192)
-    overrides = [f"data.minidesk.hub_id={mirror}", f"data.minidesk.waa.test_all.url={base}/test_all.json",
+    for d, lst in columns.items():   # the task JSONs at the pinned commit, beside test_all.json
+        (folder / "examples" / d).mkdir(parents=True, exist_ok=True)
+        for i in lst:
+            (folder / "examples" / d / f"{i}.json").write_text(json.dumps({"id": i, "snapshot": d}))
+    sizes = "{libreoffice:2,chrome:1,edge:1,system:1,vs_code:1,vlc:1,utils:1}"
+    overrides = ["data.minidesk.expect.trajectories=2", "data.minidesk.expect.steps=6", "~data.minidesk.waa.tasks",
+                 f"data.minidesk.test_columns={sizes}", f"data.minidesk.hub_id={mirror}",
+                 f"data.minidesk.waa.test_all.url={base}/test_all.json",
                  f"data.minidesk.waa.test_all.sha256={sha}", f"model.source={model}", "device=cpu",
                  "train.sharding=none", "train.epochs=1", "train.batch_size=2", "train.max_examples=2",
                  "train.lora.r=2", "train.activation_checkpointing=false", f"train.min_pixels={28 * 28}",
                  f"train.max_pixels={56 * 56 * 2}", "launch.mixed_precision=no",
                  f"eval.results_dir={workdir / 'waa'}", f"eval.waa_dir={workdir / 'waa_checkout'}"]
+    with pytest.raises(DataError, match="2 trajectories / 6 steps .* the release has 312 / 4503"):
+        run_stage("acquire", "pc_agent_e", "full", overrides[2:], dataset="minidesk")   # the release's counts
     info = read_json(run_stage("acquire", "pc_agent_e", "full", overrides, dataset="minidesk"))["info"]
     assert info["trajectories"] == 2 and info["steps"] == 6 and info["waa_columns"]["libreoffice"] == 2
+    assert info["waa_tasks"] == 8
+    from iclr26.papers.pc_agent_e import full
+    with pytest.raises(DataError, match="no sha256 pin in data.minidesk.waa.tasks for 7 WAA-V2 task files"):
+        full.waa_task_files({"test_all": {"url": f"{base}/test_all.json"}, "tasks": {"chrome/g1": "0" * 64}},
+                            workdir / "data/full/pc_agent_e/raw/minidesk/waa")
+    (workdir / "pins").mkdir()
+    shutil.copy(folder / "test_all.json", workdir / "pins" / "test_all.json")
+    with pytest.raises(DataError, match="sha256 mismatch"):   # a pinned task file whose bytes differ
+        full.waa_task_files({"test_all": {"url": f"{base}/test_all.json"},
+                             "tasks": {f"{d}/{i}": "0" * 64 for d, lst in columns.items() for i in lst}},
+                            workdir / "pins")
     prep = read_json(run_stage("prepare", "pc_agent_e", "full", overrides, dataset="minidesk"))["info"]
     # per task: 3 human steps; boost keeps 2 of 4 (placeholder, None dropped), 1 of 1, 1 of 2 (the
     # human finished: an alternative that does not finish is dropped)
@@ -185,18 +303,48 @@ def test_full_scale_pipeline_offline(workdir, static_server):
             .read_text().splitlines()]
     assert rows[0]["messages"][1]["content"].endswith("Action: click (40, 40)")
     assert "press key: enter" in rows[-1]["messages"][0]["content"]   # history: the human's normalised step
+    from transformers import AutoProcessor
+    processor = AutoProcessor.from_pretrained(model)
+    processor.image_processor.size = {"shortest_edge": 28 * 28, "longest_edge": 56 * 56 * 2}
+    last = rows[-1]   # the finish step: two human responses in its history
+    whole, fit = full.encode(processor, last)
+    n = whole["input_ids"].shape[1]
+    clipped, fit = full.encode(processor, last, n - 1)   # one token too long: the oldest response goes
+    assert fit == {"dropped": 1, "cut": False, "weight": 1.0} and clipped["input_ids"].shape[1] < n
+    cut, fit = full.encode(processor, last, 20)          # shorter than the image: cut, weight 0, no NaN
+    assert fit["cut"] and fit["weight"] == 0.0 and cut["input_ids"].shape[1] == 20
+    assert (cut["labels"] != -100).sum() == 1
     job = {"method": "boost", "seed_block": "s0-2"}
     units = read_json(run_stage("train", "pc_agent_e", "full", overrides, **job))["units"]
     assert units["boost_0"]["steps"] == 1 and units["boost_0"]["examples"] == 2 and units["boost_0"]["first_loss"] > 0
+    u = units["boost_0"]
+    assert u["examples_used"] == 2 and u["history_dropped"] == u["cut"] == 0
     adapter = workdir / "runs/full/pc_agent_e/boost/s0-2/adapter_0"
     assert (adapter / "adapter_config.json").is_file()
     assert "visual" not in json.dumps(json.loads((adapter / "adapter_config.json").read_text())["target_modules"])
+    from safetensors.torch import load_file
+    saved = load_file(adapter / "adapter_model.safetensors")   # the gathered adapters, not empty shards
+    assert saved and all("lora_" in k and v.numel() > 0 for k, v in saved.items())
     with pytest.raises(DataError, match="KVM-capable host with Docker"):
+        run_stage("evaluate", "pc_agent_e", "full", overrides, **job)
+    (workdir / "waa_checkout/src/win-arena-container/client/evaluation_examples_windows").mkdir(parents=True)
+    shutil.copytree(folder / "examples", workdir / "waa_checkout/src/win-arena-container/client/"
+                    "evaluation_examples_windows/examples")
+    (workdir / "waa_checkout/src/win-arena-container/client/evaluation_examples_windows/examples/vlc/l1.json"
+     ).write_text("{}")
+    with pytest.raises(DataError, match="1 task files differ from the pinned sha256: vlc/l1"):
         run_stage("evaluate", "pc_agent_e", "full", overrides, **job)
     (workdir / "waa/boost").mkdir(parents=True)
     for s in range(3):
         (workdir / f"waa/boost/trial_{s}.json").write_text(json.dumps({"w1": 1, "c1": s % 2, "g1": 0, "n1": 1}))
+    with pytest.raises(DataError, match="no result for 4 of the 8 WAA-V2 task ids: e1, l1, s1, v1"):
+        run_stage("evaluate", "pc_agent_e", "full", overrides, **job)
+    for s in range(3):
+        (workdir / f"waa/boost/trial_{s}.json").write_text(json.dumps(
+            {"w1": 1, "c1": s % 2, "g1": 0, "n1": 1, "e1": 0, "l1": 0, "s1": 0, "v1": 0, "zz": 1}))
     records = read_json(run_stage("evaluate", "pc_agent_e", "full", overrides, **job))["records"]
     total = [r for r in records if r["app"] == "total"]
-    assert [r["success"] for r in total] == [50.0, 75.0, 50.0]
+    assert [r["success"] for r in total] == [25.0, 37.5, 25.0]   # "zz" is not a listed task: not counted
     assert next(r for r in records if r["app"] == "libreoffice" and r["seed"] == 1)["success"] == 100.0
+    with pytest.raises(DataError, match="lists 8 task ids .* the paper's WAA-V2 has 141"):
+        run_stage("evaluate", "pc_agent_e", "full", [o for o in overrides if "test_columns" not in o], **job)
