@@ -127,10 +127,14 @@ def test_no_training_set_contains_a_test_statement(tmp_path):
         (out / f"{kind}.jsonl").write_text("".join(
             __import__("json").dumps({"prompt": st.prompt(), "proof": p}) + "\n" for st, p in items))
     arms = {"train": {"arms": {"evol_all": ["seed", "ast", "domain", "difficulty", "ast_of_evolved"]}}}
-    kept = stages.training_set(arms, out, "evol_all", both)
-    assert kept and not {r["prompt"] for r in kept} & both
-    planted = stages.training_set(arms, out, "evol_all", {train[0]})
-    assert train[0] not in {r["prompt"] for r in planted} and len(planted) == len(train) - train.count(train[0])
+    keys = {stages.decontam_key(p) for p in both}
+    kept = stages.training_set(arms, out, "evol_all", keys)
+    assert kept and not {stages.decontam_key(r["prompt"]) for r in kept} & keys
+    planted_key = stages.decontam_key(train[0])
+    planted = stages.training_set(arms, out, "evol_all", {planted_key: "minif2f"}, dropped := {})
+    n_planted = sum(stages.decontam_key(t) == planted_key for t in train)
+    assert train[0] not in {r["prompt"] for r in planted} and len(planted) == len(train) - n_planted
+    assert dropped == {"minif2f": n_planted}
     # Type II's substitution never appears in a training hint (the held-out floor is visible)
     assert not any("^" in p for items in evolved.values() for _, p in items)
     assert not any("^" in r["proof"] for r in seeds)
@@ -261,7 +265,7 @@ def test_repl_client_against_a_stand_in_process(tmp_path):
         assert not repl.check_proof(lean, "crash")               # the REPL dies: restarted, proof failed
         assert repl.check_proof(lean, "nlinarith [sq_nonneg (b - a)]")
         assert repl.proc.pid != first
-        repl.timeout = 0.5
+        repl.timeout = 0.2
         repl.command = [sys.executable, "-c", "import time; time.sleep(30)"]   # a restart that never answers
         assert not repl.check_proof(lean, "hang")                # no answer in time: failed, not stuck
     assert lean_repl.passes({"env": 1, "messages": [{"severity": "info", "data": "ok"}]})
@@ -347,6 +351,106 @@ def test_reads_leanineqcomps_real_layout(tmp_path):
     rows = data.parse_rows(data.read_problems("ineq_comp", {}, tmp_path))
     assert [(r["name"], r["subset"], r["in_fragment"]) for r in rows] == [
         ("amgm_p1", "seed", False), ("amgm_p2", "seed", True), ("amgm_p2", "type2", True)]
+
+
+def _full_spec(dataset: str) -> dict:
+    """data.<dataset> of the full scale's config file, as written (its pins, file and field names)."""
+    import yaml
+
+    return yaml.safe_load((ROOT / "config/hydra/paper_scale/evolprover/full.yaml").read_text())["data"][dataset]
+
+
+# FormalMATH's row schema as the official FormalMATH-Bench code and public readers of the hub file use it:
+# theorem_names, autoformalization (imports + the theorem, `:= by sorry`), refined_statement, source, ...
+FORMALMATH_ROWS = [
+    {"source": "olympiads", "refined_statement": "Prove that for all real a, b: 2ab <= a^2 + b^2.",
+     "theorem_names": "olymid-ref-base_1", "autoformalization": "import Mathlib\n\nopen Real\n\n"
+     "theorem olymid_ref_base_1 (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by sorry", "compiler_feedback_bool": True,
+     "domain": ["Mathematics -> Algebra -> Inequalities"]},
+    {"source": "omni_math", "refined_statement": "Show that n^2 + n is even for every natural n.",
+     "theorem_names": "omni_theorem_7", "autoformalization": "import Mathlib\n\n"
+     "theorem omni_theorem_7 (n : ℕ) : Even (n ^ 2 + n) := by sorry", "compiler_feedback_bool": True,
+     "domain": ["Mathematics -> Number Theory"]},
+]
+
+
+@pytest.mark.parametrize("layout", ["array", "lines"])
+def test_reads_formalmath_lite_rows_in_the_real_schema(tmp_path, layout):
+    """Audit 13d H1 / M6: rows in FormalMATH's schema, read through the full config's spec (its file and
+    `autoformalization` field), from one JSON array or from JSON lines (FoMA_Eval's own reader)."""
+    import json
+
+    spec = _full_spec("formalmath_lite")
+    assert spec["statement_field"] == "autoformalization" and spec["hub_id"].startswith("SphereLab/")
+    text = json.dumps(FORMALMATH_ROWS) if layout == "array" else "".join(json.dumps(r) + "\n" for r in FORMALMATH_ROWS)
+    (tmp_path / spec["file"]).write_text(text)
+    rows = data.parse_rows(data.read_problems("formalmath_lite", spec, tmp_path))
+    assert [(r["name"], r["in_fragment"]) for r in rows] == [("olymid-ref-base_1", True), ("omni_theorem_7", False)]
+    assert rows[0]["prompt"] == ml.parse_theorem(FORMALMATH_ROWS[0]["autoformalization"]).prompt()
+    assert rows[1]["lean"].startswith("import Mathlib") and "Even (n ^ 2 + n)" in rows[1]["lean"]
+
+
+def test_lean_workbook_proofs_become_tactic_blocks_at_full_scale(tmp_path):
+    """Audit 13d H2 / M6: Lean-Workbook rows in its schema (id, split, natural_language_statement, answer,
+    tags, formal_statement without header ending `:= by sorry`, proof: whole `theorem ... := by ...` texts,
+    status), one outside MiniLean's fragment (ℕ), read through the full config's spec and prepared by
+    stages.prepare: every training target is the tactic block, never `theorem ...`."""
+    import json
+
+    from iclr26.papers.evolprover import stages
+
+    def row(i, stmt, proof):
+        return {"id": f"lean_workbook_{i}", "split": "lean_workbook", "natural_language_statement": "…",
+                "answer": "", "tags": ["inequality"],
+                "formal_statement": f"theorem lean_workbook_{i} {stmt} := by sorry",
+                "proof": [f"theorem lean_workbook_{i} {stmt} := by\n  {proof}"] if proof else [], "status": "proved"}
+    rows = [row(1, "(n : ℕ) (h₀ : 0 < n) : n ^ 2 ≥ n", "nlinarith [sq_nonneg (n - 1)]"),
+            row(2, "(a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2", "nlinarith [sq_nonneg (a - b)]"),
+            row(3, "(x : ℕ) : x + 0 = x", "have h : x + 0 = x := by simp\n  exact h"),
+            row(4, "(x : ℕ) : x ≤ x", None)]
+    rows[3]["status"] = "open"
+    spec = _full_spec("seeds")
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / spec["file"]).write_text("".join(json.dumps(r) + "\n" for r in rows))   # JSON lines (read_records)
+
+    class Job:
+        dataset = "seeds"
+        cfg = {"data": {"seeds": {**spec, "test_fraction": 0.2}}, "model": {"source": "deepseek-ai/x"},
+               "evolve": {"n_seeds": 10, "seed": 0, "llm_evolutions": False, "domains": ["seq"], "domain_per_seed": 1,
+                          "difficulty_deltas": [1], "ast_per_seed": 1}}
+        out_dir = tmp_path / "prepared"
+
+        @staticmethod
+        def raw_dir(ds="seeds"):
+            return raw
+
+        @staticmethod
+        def log(msg, **kw):
+            pass
+    Job.out_dir.mkdir()
+    stages.prepare(Job())
+    seeds = [json.loads(line) for line in (Job.out_dir / "seed.jsonl").read_text().splitlines()]
+    targets = {r["name"]: stages._texts(Job.cfg, r) for r in seeds}
+    assert set(targets) == {"lean_workbook_1", "lean_workbook_2", "lean_workbook_3"}   # no proof: not a seed
+    assert targets["lean_workbook_1"][1] == "nlinarith [sq_nonneg (n - 1)]"                # ℕ, outside the fragment
+    assert targets["lean_workbook_2"][1] == "nlinarith [sq_nonneg (a - b)]"
+    assert targets["lean_workbook_3"][1] == "have h : x + 0 = x := by simp\n  exact h"      # its own `:= by` kept
+    assert all(not t.lstrip().startswith(("theorem", "lemma")) for _, t in targets.values())
+    assert targets["lean_workbook_1"][0].endswith(":= by\n  ") and "sorry" not in targets["lean_workbook_1"][0]
+    assert data.tactic_block("theorem t (x : ℕ) : x = x := rfl") is None                    # term mode: no target
+
+
+def test_decontamination_catches_renamed_restatements():
+    """Audit 13d M4: a training statement equal to a test statement up to variable and hypothesis names
+    and layout has the same key; a different statement does not."""
+    from iclr26.papers.evolprover import stages
+
+    key = stages.decontam_key
+    test = "( a b : ℝ ) ( ha : 0 ≤ a ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by"
+    assert key(test) == key("(x y : ℝ)  (h₀ : 0 ≤ x) : 2 * x * y ≤ x ^ 2 + y ^ 2 := by")
+    assert key(test) != key("( a b : ℝ ) ( ha : 0 ≤ a ) : 2 * a * b ≤ a ^ 2 + 2 * b ^ 2 := by")
+    assert key(test) != key("( a b : ℕ ) ( ha : 0 ≤ a ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by")
 
 
 # ----------------------------------------------------------------------------- real Lean at full scale
@@ -600,7 +704,7 @@ def test_lean_interact_checker_against_a_stand_in_repl(tmp_path):
         assert not checker.check_proof(lean_file, "crash")          # the REPL dies: that proof fails
         assert checker.check_proof(lean_file, "nlinarith [sq_nonneg (b - a)]")   # restarted, header replayed
         assert checker.server._proc.pid != first
-        checker.timeout = 1.0
+        checker.timeout = 0.5
         assert not checker.check_proof(lean_file, "hang")            # no answer in time: failed, not stuck
     assert os.environ.get("PATH") == path_before and os.environ.get("ELAN_HOME") != str(home)
 
@@ -678,7 +782,34 @@ def test_leandojo_traces_the_seed_repository_up_to_lake_build(tmp_path):
     assert not (tmp_path / "theorems.jsonl").exists()
 
 
-def test_llm_evolutions_prompts_parsing_lean_check_and_a_save_pretrained_model(hub_model_dir, tmp_path):
+@pytest.fixture(scope="module")
+def instruct_model_dir(tmp_path_factory):
+    """A small untrained instruction model written with save_pretrained (a byte-level BPE tokenizer with
+    a chat template, a 1-layer Qwen2): the full scale's LLM code path loads it as it would load a hub id.
+    Untrained (conftest's hub_model_dir trains its model for seconds): its answers are never parseable
+    Lean, which is all the end-to-end run below needs."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config
+
+    special = ["<s>", "</s>", "<pad>", "<user>", "<assistant>"]
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.train_from_iterator(["theorem t (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by nlinarith"] * 4,
+                             trainers.BpeTrainer(vocab_size=300, special_tokens=special,
+                                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    tok.chat_template = ("{% for m in messages %}<user>{{ m['content'] }}{% endfor %}"
+                         "{% if add_generation_prompt %}<assistant>{% endif %}")
+    directory = tmp_path_factory.mktemp("instruct_model")
+    tok.save_pretrained(directory)
+    config = Qwen2Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
+                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
+    AutoModelForCausalLM.from_config(config).save_pretrained(directory)
+    return directory
+
+
+def test_llm_evolutions_prompts_parsing_lean_check_and_a_save_pretrained_model(instruct_model_dir, tmp_path):
     """The full scale's LLM evolutions (llm_evol): EvolDomain / EvolDifficulty requests carry the
     paper's instructions (three steps; one of five strategies, harder or easier) and are drawn
     deterministically; an answer's last ```lean block gives the new statement and its proof, and an
@@ -694,7 +825,7 @@ def test_llm_evolutions_prompts_parsing_lean_check_and_a_save_pretrained_model(h
              {"name": "s2", "lean": "theorem s2 (x : ℝ) : 0 ≤ x ^ 2 := by\n"}]
     llm = {"domains": ["number theory", "geometry", "sequences"], "domain_per_seed": 2, "difficulty_deltas": [1, -1],
            "temperature": 1.0, "max_new_tokens": 16, "batch_size": 8, "workers": 1, "timeout_s": 60,
-           "model": {"source": str(hub_model_dir)}, "device": "cpu"}
+           "model": {"source": str(instruct_model_dir)}, "device": "cpu"}
     reqs = llm_evol.requests(seeds, llm, 0)
     assert [(r["origin"], r["kind"]) for r in reqs] == [("s1", "domain")] * 2 + [("s1", "difficulty")] * 2 + \
         [("s2", "domain")] * 2 + [("s2", "difficulty")] * 2
@@ -730,7 +861,7 @@ def test_llm_evolutions_prompts_parsing_lean_check_and_a_save_pretrained_model(h
     assert out == {"domain": [], "difficulty": []}
 
 
-def test_seeds_acquire_trace_step_up_to_lean_dojos_lake_build(static_server, tmp_path):
+def test_seeds_acquire_trace_step_up_to_lean_dojos_lake_build(static_server, tmp_path, monkeypatch):
     """leandojo_trace.trace_seed_corpus, the seeds' acquire step, end to end as far as it runs with
     no Lean: MiniF2F-lean4 pinned by commit and tree (a local git repository with its
     lean-toolchain and lake-manifest.json), elan and the toolchain installed into the trace's own
@@ -771,8 +902,11 @@ def test_seeds_acquire_trace_step_up_to_lean_dojos_lake_build(static_server, tmp
     assert "lean_workbook_1" not in want and len(want) == 4
     home, log, calls = Path(spec["trace"]["home"]), tmp_path / "dojo_lake.log", []
     _stand_in_lake(home, log)                        # the `lake` lean-dojo's own shell commands find on PATH
-    with pytest.raises(DataError, match="lean-dojo stopped at `lake build`"):
-        lt.trace_seed_corpus(cfg, spec, out, log=lambda m: None, runner=_fake_lean(home, calls))
+    # lean-dojo's trace is optional (nothing downstream reads it): its failure is recorded, the job goes on
+    info = lt.trace_seed_corpus(cfg, spec, out, log=lambda m: None, runner=_fake_lean(home, calls))
+    assert info["traced"] is False and "lean-dojo stopped at `lake build`" in info["error"]
+    assert info["accepted"] == 4 and info["checked"] == 6
+    assert json.loads((out / "leandojo" / "status.json").read_text())["traced"] is False
     repo = out / "leandojo" / "repo"
     assert sorted(p.stem for p in (repo / "EvolSeeds").glob("*.lean")) == sorted(want)
     assert f'@ "{"f" * 40}"' in (repo / "lakefile.lean").read_text()
@@ -782,3 +916,18 @@ def test_seeds_acquire_trace_step_up_to_lean_dojos_lake_build(static_server, tmp
     assert len([c for c in calls if c[:2] == ["lake", "env"]]) == 6          # every candidate checked by Lean
     head = _git(repo, "rev-parse", "HEAD")
     assert [ln.split(" ", 2)[1:] for ln in log.read_text().splitlines()] == [[head, "exe cache get"], [head, "build"]]
+    # trace.required: a tracing failure stops the job (lean-dojo's child stood in by its one-line error)
+    def stopped(*args, **kwargs):
+        raise DataError("lean-dojo stopped at `lake build` (exit 1)")
+    monkeypatch.setattr(lt, "trace", stopped)
+    with pytest.raises(DataError, match="lean-dojo stopped at `lake build`"):
+        lt.trace_seed_corpus(cfg, {**spec, "trace": {**spec["trace"], "required": True}}, out, log=lambda m: None,
+                             runner=_fake_lean(home, []))
+
+
+def test_banned_words_match_whole_tokens():
+    """Audit 13d L7: a banned word is a whole Lean token (`axiom`, `sorry`), not a part of a name."""
+    from iclr26.papers.evolprover import lean_tools
+
+    assert all(lean_tools.banned(t) for t in ("sorry", "exact (sorry)", "axiom cheat : False", "#exit", "/- x -/"))
+    assert not any(lean_tools.banned(t) for t in ("nlinarith [h_axiom, importance]", "exact elaborate", "simp"))

@@ -2,11 +2,16 @@
 and the full-scale acquisition.
 
 Layouts (tiny writes them, full downloads them, `read_problems` reads both):
-    seeds            lean_workbook.json    Lean-Workbook rows {id, natural_language_statement,
-                                           formal_statement, proof, status}: the seed corpus
+    seeds            lean_workbook.json    Lean-Workbook rows {id, split, natural_language_statement, answer,
+                                           tags, formal_statement (no header, `:= by sorry`), proof (a list
+                                           of whole `theorem ... := by ...` texts), status}: the seed corpus
+A JSON file is read as one JSON array or as JSON lines (read_records), whichever it is.
     minif2f          MiniF2F/Test/<name>.lean (one theorem per file, `:= by sorry`) and
                      MiniF2F/Test.lean (the imports), as yangky11/miniF2F-lean4
-    formalmath_lite  FormalMATH_lite.json  rows {theorem_names, <statement field>} (SphereLab)
+    formalmath_lite  FormalMATH_lite.json  rows {theorem_names, autoformalization (the Lean file: imports and
+                                           the theorem with `:= by sorry`), refined_statement, source, ...}
+                                           (SphereLab; the official FormalMATH-Bench code reads
+                                           item['autoformalization'] and opens the file as JSON lines)
     ineq_comp        benchmark/<family>_<subset>.jsonl rows {name, formal_statement}, families amgm,
                      cauchy, misc, subsets seed, type1, type2, as haoyuzhao123/LeanIneqComp
 Tiny statements are drawn by the seed generator (evol.py); a statement is a test statement iff the
@@ -15,6 +20,8 @@ partition, and stages.training_set drops any training problem whose prompt is a 
 """
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 from dataclasses import replace
@@ -23,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from iclr26.core.errors import DataError
-from iclr26.core.io import read_json, read_jsonl, write_json, write_jsonl
+from iclr26.core.io import read_jsonl, write_json, write_jsonl
 
 from . import evol
 from . import minilean as ml
@@ -103,11 +110,45 @@ def write_tiny(dataset: str, spec: dict, out_dir: Path) -> dict:
 
 
 # ----------------------------------------------------------------------------- reading (both scales)
+def read_records(path: Path) -> list[dict]:
+    """The rows of a JSON file that is either one JSON array (or one object) or JSON lines: the hub's
+    files come as either (FormalMATH's own reader opens its file with `jsonlines`; `datasets`' to_json
+    writes JSON lines), and nothing in the file's name says which."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        got = json.loads(text)
+    except json.JSONDecodeError:   # JSON lines: one object per line
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return got if isinstance(got, list) else [got]
+
+
+_DECL = re.compile(r"^[ \t]*(?:@\[[^\]]*\][ \t]*)?(?:theorem|lemma|example)\b", re.M)
+
+
+def tactic_block(proof: str) -> str | None:
+    """A proof as the tactic block the prover writes after `:= by` (audit H2): Lean-Workbook stores a proof
+    as the whole `theorem ... := by <tactics>` text (after any imports), so a proof that holds a declaration
+    is cut after that declaration's `:= by`; one that is a tactic block already is kept whole (its own
+    `have ... := by` lines are not cut). None for a declaration without `:= by` (a term-mode proof: no
+    tactic block to train on). The same function prepares every seed, in or outside MiniLean's fragment,
+    and the seeds lean-dojo traces (leandojo_trace)."""
+    m = _DECL.search(proof)
+    if m is None:
+        return proof.strip()
+    return ml.proof_of(proof[m.start():])
+
+
+def _lean_text(text: str) -> str:
+    """A statement field's Lean source, without a ```lean / ```lean4 fence if one wraps it."""
+    m = re.search(r"```lean4?\s*\n(.*?)(?:```|$)", text, re.S)
+    return m.group(1) if m else text
+
+
 def read_problems(dataset: str, spec: dict, raw: Path) -> list[dict]:
     """[{name, subset, lean, proof?}] from the dataset's files in its real layout."""
     rows = []
     if dataset == "seeds":
-        for r in read_json(raw / spec["file"]):
+        for r in read_records(raw / spec["file"]):
             proofs = r.get("proof") or []
             proof = proofs[0] if isinstance(proofs, list) and proofs else proofs if isinstance(proofs, str) else None
             rows.append({"name": str(r["id"]), "subset": "seed", "lean": r["formal_statement"], "proof": proof})
@@ -115,9 +156,10 @@ def read_problems(dataset: str, spec: dict, raw: Path) -> list[dict]:
         for path in sorted((raw / "MiniF2F" / "Test").glob("*.lean")):
             rows.append({"name": path.stem, "subset": "test", "lean": path.read_text()})
     elif dataset == "formalmath_lite":
-        for r in read_json(raw / spec["file"]):
-            name = r["theorem_names"][0] if isinstance(r["theorem_names"], list) else r["theorem_names"]
-            rows.append({"name": str(name), "subset": "test", "lean": r[spec["statement_field"]]})
+        for i, r in enumerate(read_records(raw / spec["file"])):
+            name = r.get("theorem_names") or f"formalmath_{i}"
+            name = name[0] if isinstance(name, list) else name
+            rows.append({"name": str(name), "subset": "test", "lean": _lean_text(r[spec["statement_field"]])})
     elif dataset == "ineq_comp":   # haoyuzhao123/LeanIneqComp benchmark/{amgm,cauchy,misc}_{seed,type1,type2}.jsonl
         for subset in ("seed", "type1", "type2"):
             for fam in INEQ:
@@ -130,7 +172,8 @@ def read_problems(dataset: str, spec: dict, raw: Path) -> list[dict]:
 
 
 def parse_rows(rows: list[dict]) -> list[dict]:
-    """Each row with its parsed statement: the prover's prompt and whether MiniLean covers it."""
+    """Each row with its parsed statement: the prover's prompt and whether MiniLean covers it. Every
+    proof becomes its tactic block (tactic_block), whatever its fragment; MiniLean checks those inside it."""
     out = []
     for r in rows:
         try:
@@ -138,10 +181,10 @@ def parse_rows(rows: list[dict]) -> list[dict]:
         except ml.Unsupported:
             continue
         item = {**r, "prompt": st.prompt(), "in_fragment": st.in_fragment, "statement": st.header_text()}
-        if r.get("proof") is not None and st.in_fragment:
-            proof = ml.proof_of(r["proof"]) if ":=" in r["proof"] else r["proof"]
-            item["verified"] = ml.check(st, proof)
-            item["proof"] = proof
+        if r.get("proof") is not None:
+            proof = item["proof"] = tactic_block(r["proof"])
+            if st.in_fragment and proof is not None:
+                item["verified"] = ml.check(st, proof)
         out.append(item)
     return out
 

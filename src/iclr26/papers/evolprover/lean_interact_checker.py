@@ -83,7 +83,7 @@ class LeanInteractChecker:
     def check_proof(self, lean_statement: str, proof: str) -> bool:
         from . import lean_tools
 
-        if any(b in proof for b in lean_tools.BANNED):
+        if lean_tools.banned(proof):
             return False
         body = lean_tools._statement(lean_statement)
         cut = body.rfind(":= by")

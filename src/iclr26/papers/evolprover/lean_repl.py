@@ -47,9 +47,13 @@ class LeanRepl:
             raise ReplError(f"the Lean header does not compile: {_errors(reply)[0]}")
         self.env = reply.get("env")
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """End the REPL: EOF on its input (it exits), or at once with `kill` (a REPL that crashed or
+        did not answer in time is not waited for)."""
         if self.proc is not None:
             try:
+                if kill:
+                    raise OSError("killed")
                 self.proc.stdin.close()
                 self.proc.wait(timeout=2)
             except (OSError, subprocess.TimeoutExpired):
@@ -107,7 +111,7 @@ class LeanRepl:
                 reply = self.send({"cmd": code, "env": self.env})
                 return passes(reply)
             except ReplError:
-                self.close()   # a crash or a timeout: restart once, then count the proof as failed
+                self.close(kill=True)   # a crash or a timeout: restart once, then count the proof as failed
                 if attempt:
                     return False
         return False

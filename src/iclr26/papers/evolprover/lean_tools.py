@@ -41,6 +41,15 @@ HEX64 = re.compile(r"^[0-9a-f]{64}$")
 # text no sampled proof may contain: it would end the file, change the rules, or add an axiom
 BANNED = ("sorry", "admit", "axiom", "#exit", "/-", "-/", "import", "set_option", "macro", "elab",
           "@[implemented_by", "@[extern", "unsafe", "opaque")
+# the words of BANNED match as whole Lean tokens (audit 13d L7: `importance`, `h_axiom_free` or `elabor` are
+# names, not commands); the symbols match anywhere
+_BANNED_RE = re.compile("|".join(
+    rf"(?<![\w.'!?]){re.escape(b)}(?![\w'!?])" if b.isidentifier() else re.escape(b) for b in BANNED))
+
+
+def banned(text: str) -> bool:
+    """The text has something of BANNED (a word as a whole token, a symbol anywhere)."""
+    return _BANNED_RE.search(text) is not None
 
 
 # ----------------------------------------------------------------------------- pins (static)
@@ -232,7 +241,7 @@ def verdicts(messages: list[dict], spans: list[dict], proofs: list[str] | None =
             printed[m.group("name")] = (line, axioms)
     out = []
     for i, span in enumerate(spans):
-        text_ok = proofs is None or not any(b in proofs[i] for b in BANNED)
+        text_ok = proofs is None or not banned(proofs[i])
         clean = not any(span["first"] <= ln <= span["axioms_line"] for ln in bad_lines)
         ans = printed.get(span["name"])
         answered = ans is not None and ans[0] == span["axioms_line"] and "sorryAx" not in ans[1]

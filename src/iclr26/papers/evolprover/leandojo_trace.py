@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 
 from iclr26.core.errors import DataError
-from iclr26.core.io import read_jsonl, write_jsonl
+from iclr26.core.io import read_jsonl, write_json, write_jsonl
 
 LIB = "EvolSeeds"
 MATHLIB_GIT = "https://github.com/leanprover-community/mathlib4"
@@ -170,8 +170,15 @@ def _child(repo: str, commit_id: str, out: str) -> int:
 # ----------------------------------------------------------------------------- the acquire step
 def trace_seed_corpus(cfg: dict, spec: dict, out_dir: Path, log=print, runner=subprocess.run) -> dict:
     """Steps 1-6 above, on the seeds' acquire node (network: git, elan, the toolchain, Mathlib's
-    cache, LeanDojo's query of the Lean 4 commit). Writes out_dir/leandojo/theorems.jsonl. `runner`
-    runs our own Lake and Lean commands (steps 3; lean-dojo runs its own)."""
+    cache, LeanDojo's query of the Lean 4 commit). `runner` runs our own Lake and Lean commands (step 3;
+    lean-dojo runs its own).
+
+    Steps 1-4 build the seeds' Lake project that prepare's LLM evolutions are checked in: their failure
+    stops the job. Steps 5-6 (lean-dojo's trace, out_dir/leandojo/theorems.jsonl) are an optional
+    product that neither prepare nor train reads (audit M1): unless `trace.required` is true, their
+    failure is recorded (the manifest's `leandojo.traced: false` and its `error`, and
+    leandojo/status.json, which the seeds' prepare reports in its own manifest and log) and the job
+    goes on."""
     from . import data, lean_tools
 
     tr = spec["trace"]
@@ -186,29 +193,39 @@ def trace_seed_corpus(cfg: dict, spec: dict, out_dir: Path, log=print, runner=su
     repo = work / "repo"
     seed_project(repo, toolchain, rev, [], lean["header"])
     lean_tools.build_project(repo, home, log, runner)   # Mathlib's cache, then the (empty) library
-    rows = [r for r in data.read_problems("seeds", spec, Path(out_dir)) if r.get("proof")]
-    rows = rows[: tr.get("n_candidates") or len(rows)]
-    ok = lean_tools.check_problems([{"name": r["name"], "lean": r["lean"], "proofs": [_tactics(r["proof"])]}
-                                    for r in rows], repo, home, work / "check", lean["header"],
+    rows = [{**r, "proof": data.tactic_block(r["proof"])}
+            for r in data.read_problems("seeds", spec, Path(out_dir)) if r.get("proof")]
+    rows = [r for r in rows if r["proof"]][: tr.get("n_candidates") or None]
+    ok = lean_tools.check_problems([{"name": r["name"], "lean": r["lean"], "proofs": [r["proof"]]} for r in rows],
+                                   repo, home, work / "check", lean["header"],
                                    tr.get("workers", 1), lean.get("timeout_s", 600), runner=runner)
-    accepted = [{**r, "proof": _tactics(r["proof"])} for r, v in zip(rows, ok) if v and v[0]]
-    accepted = accepted[: tr["n_theorems"]]
+    accepted = [r for r, v in zip(rows, ok) if v and v[0]][: tr["n_theorems"]]
     log(f"Lean accepted {len(accepted)} of {len(rows)} seed proofs checked (kept up to {tr['n_theorems']})")
     seed_project(repo, toolchain, rev, accepted, lean["header"])
     commit_id = commit(repo)
-    traced = trace(repo, commit_id, home, work / "cache", work / "theorems.jsonl", tr.get("num_procs", 1))
-    n_tactics = sum(len(r["traced_tactics"]) for r in traced)
-    log(f"lean-dojo traced {len(traced)} theorems ({n_tactics} tactics) of {repo} at {commit_id[:12]}")
-    return {"commit": commit_id, "toolchain": toolchain, "mathlib": rev, "checked": len(rows),
-            "accepted": len(accepted), "theorems": len(traced), "tactics": n_tactics,
-            "elan_sha256": info["elan_sha256"], "archive_sha256": info["archive_sha256"]}
+    out = {"commit": commit_id, "toolchain": toolchain, "mathlib": rev, "checked": len(rows),
+           "accepted": len(accepted), "elan_sha256": info["elan_sha256"], "archive_sha256": info["archive_sha256"]}
+    try:
+        traced = trace(repo, commit_id, home, work / "cache", work / "theorems.jsonl", tr.get("num_procs", 1))
+    except DataError as err:
+        if tr.get("required"):
+            raise
+        status = {"traced": False, "error": str(err)}
+        log(f"lean-dojo tracing failed, recorded and not required (data.seeds.trace.required: false; nothing "
+            f"downstream reads theorems.jsonl): {err}")
+    else:
+        n_tactics = sum(len(r["traced_tactics"]) for r in traced)
+        status = {"traced": True, "theorems": len(traced), "tactics": n_tactics}
+        log(f"lean-dojo traced {len(traced)} theorems ({n_tactics} tactics) of {repo} at {commit_id[:12]}")
+    write_json(work / "status.json", status)
+    return {**out, **status}
 
 
-def _tactics(proof: str) -> str:
-    """A seed's proof as a tactic block (Lean-Workbook may store the whole `theorem ... := by ...`)."""
-    from . import minilean as ml
+def _tactics(proof: str) -> str | None:
+    """A seed's proof as a tactic block (data.tactic_block: Lean-Workbook stores the whole `theorem ... := by ...`)."""
+    from . import data
 
-    return ml.proof_of(proof) if ":= by" in proof else proof.strip()
+    return data.tactic_block(proof)
 
 
 if __name__ == "__main__":

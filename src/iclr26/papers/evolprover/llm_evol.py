@@ -91,7 +91,7 @@ def parse(text: str, seed_statement: str = "") -> tuple[str, str] | None:
     statement = statement[:statement.rfind(":=")].rstrip()
     proof = "\n".join(ln[2:] if ln.startswith("  ") else ln.strip() for ln in code[m.end():].strip("\n").splitlines())
     proof = proof.strip()
-    if not proof or any(b in code for b in lean_tools.BANNED):   # anywhere in the block (header lines stripped)
+    if not proof or lean_tools.banned(code):   # anywhere in the block (header lines stripped)
         return None
     norm = lambda t: " ".join(re.sub(r"^(theorem|lemma)\s+\S+", "", t.strip()).split())  # noqa: E731
     seed_statement = strip_header(seed_statement).strip() if seed_statement else ""

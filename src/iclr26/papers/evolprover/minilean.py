@@ -25,8 +25,6 @@ import re
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-import numpy as np
-
 HEADER = "import Mathlib\n\nset_option maxHeartbeats 0\n\nopen BigOperators Real Nat Topology Rat\n\n"
 RELS = ("≤", "≥", "<", ">", "=", "≠")
 TOKEN = re.compile(r"\s*(:=|[0-9]+(?:\.[0-9]+)?|[A-Za-z_α-ωΑ-Ω][A-Za-z_0-9'.₀-₉α-ωΑ-Ω!?]*|→|↔|≤|≥|≠|∧|∨|ℝ|ℕ|ℤ|ℚ|ℂ"
@@ -71,7 +69,22 @@ def _mono_mul(m1, m2):
     return tuple(sorted(d.items()))
 
 
+_MUL_CACHE: dict = {}
+
+
 def p_mul(p: Poly, q: Poly) -> Poly:
+    """p * q (a fresh dict). Memoised by the two operands' items: nlinarith multiplies the same hints and
+    hypotheses for every sample of a problem; the cache only saves time, the product is the same."""
+    key = (tuple(p.items()), tuple(q.items()))
+    got = _MUL_CACHE.get(key)
+    if got is None:
+        if len(_MUL_CACHE) > 200_000:
+            _MUL_CACHE.clear()
+        got = _MUL_CACHE[key] = _p_mul(p, q)
+    return dict(got)
+
+
+def _p_mul(p: Poly, q: Poly) -> Poly:
     out: Poly = {}
     for m1, c1 in p.items():
         for m2, c2 in q.items():
@@ -198,7 +211,22 @@ def atom_key(e) -> str:
     return show(e)
 
 
+_POLY_CACHE: dict = {}
+
+
 def poly(e) -> Poly:
+    """The normal form of an expression (a fresh dict: callers may change it). Memoised by the
+    expression (a nested tuple): the kernel meets the same hints and goals across the samples of a
+    problem; the cache only saves time, the result is the same."""
+    got = _POLY_CACHE.get(e)
+    if got is None:
+        if len(_POLY_CACHE) > 200_000:
+            _POLY_CACHE.clear()
+        got = _POLY_CACHE[e] = _poly(e)
+    return dict(got)
+
+
+def _poly(e) -> Poly:
     kind = e[0]
     if kind == "num":
         return p_const(e[1])
@@ -541,6 +569,8 @@ def certificate(target: Poly, facts: list[tuple[Poly, str]], strict: bool) -> bo
     if not monos:
         return not strict
     index = {m: i for i, m in enumerate(monos)}
+    import numpy as np  # here, not at the top: the stand-in REPL processes of the tests import this module
+
     A = np.zeros((len(monos), len(columns)))
     for j, (f, _) in enumerate(columns):
         for m, c in f.items():

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from iclr26.core.io import read_jsonl, write_json, write_jsonl
+from iclr26.core.io import read_json, read_jsonl, write_json, write_jsonl
 
 from . import data, prover
 from . import minilean as ml
@@ -61,6 +61,7 @@ def acquire(job) -> dict:
         from iclr26.core.acquire import snapshot_model
 
         info["model"] = snapshot_model(job.cfg["model"])   # offline on the GPU nodes
+        _plain_config(job.cfg["model"], info["model"])
     llm = job.cfg["evolve"].get("llm")
     if job.dataset == "seeds" and job.cfg["evolve"].get("llm_evolutions") and llm \
             and not Path(llm["model"]["source"]).exists():   # the evolutions' LLM (llm_evol), for prepare
@@ -68,6 +69,20 @@ def acquire(job) -> dict:
 
         info["llm"] = snapshot_model(llm["model"])
     return info
+
+
+def _plain_config(spec: dict, got: dict) -> None:
+    """The prover's snapshot must load without remote code (audit M5: DeepSeek-Prover-V1.5-SFT's first
+    commits shipped a config.json whose auto_map points at configuration_deepseek.py; nothing in the
+    core passes trust_remote_code)."""
+    import json
+
+    path = Path(got.get("path") or "") / "config.json"
+    if path.exists() and "auto_map" in json.loads(path.read_text()):
+        from iclr26.core.errors import DataError
+
+        raise DataError(f"model {spec['source']} at {spec.get('revision')}: config.json has an auto_map (remote "
+                        "code); pin a revision whose config.json is a plain transformers config")
 
 
 def prepare(job) -> dict:
@@ -89,6 +104,11 @@ def prepare(job) -> dict:
     write_jsonl(job.out_dir / "seed.jsonl", seeds)
     write_jsonl(job.out_dir / "reserve.jsonl", reserve)
     info.update(seeds=len(seeds), reserve=len(reserve), verified=len(usable))
+    status = job.raw_dir("seeds") / "leandojo" / "status.json"
+    if status.exists():   # lean-dojo's trace (acquire; optional, read by nothing downstream: audit M1)
+        info["leandojo"] = read_json(status)
+        if not info["leandojo"].get("traced"):
+            job.log(f"lean-dojo did not trace the seed corpus (recorded at acquire): {info['leandojo'].get('error')}")
     if job.cfg["evolve"].get("llm_evolutions", True) is False:
         job.log("LLM-driven EvolDomain / EvolDifficulty are off (evolve.llm_evolutions): their rule-based "
                 "stand-ins and EvolAST run on the seeds inside the MiniLean fragment")
@@ -96,7 +116,10 @@ def prepare(job) -> dict:
     pairs = [(ml.parse_theorem(r["lean"]), r["proof"]) for r in seeds if r.get("verified")]
     from . import evol
 
-    evolved = evol.evolve(pairs, job.cfg["evolve"], job.cfg["evolve"]["seed"], spec["test_fraction"])
+    # the hash partition into train / test statements is the tiny generator's; real data is decontaminated
+    # by training_set alone (audit L5: the partition would drop ~20% of EvolAST outputs for nothing)
+    frac = spec["test_fraction"] if spec["source"] == "synthetic" else 0.0
+    evolved = evol.evolve(pairs, job.cfg["evolve"], job.cfg["evolve"]["seed"], frac)
     for kind, items in evolved.items():
         out = [{"name": st.name, "subset": kind, "lean": st.lean(proof), "prompt": st.prompt(),
                 "lean_prompt": _lean_prompt(st.lean()), "proof": proof, "in_fragment": True, "verified": True}
@@ -155,15 +178,49 @@ def _lean_prompt(lean: str) -> str:
 
 
 # ----------------------------------------------------------------------------- training sets
-def test_prompts(job) -> set[str]:
-    """The prompts (statements without their names) of every test problem."""
-    return {r["prompt"] for ds in TESTS for r in read_jsonl(job.prepared_dir(ds) / "problems.jsonl")}
+def decontam_key(prompt: str) -> str:
+    """A statement's prompt up to renaming (audit M4): every name a binder group declares (variables and
+    hypothesis names) becomes v0, v1, ... in the order declared, and the whitespace is normalised, so a
+    training statement that restates a test statement with other variable or hypothesis names or another
+    layout is caught too."""
+    toks = prompt.replace("(", " ( ").replace(")", " ) ").split()
+    names, depth, group = {}, 0, []
+    for t in toks:
+        if t == ":" and depth == 0:
+            break   # the goal starts
+        if t == "(":
+            depth += 1
+            group = [] if depth == 1 else group
+        elif t == ")":
+            depth -= 1
+        elif depth == 1 and group is not None:
+            if t == ":":
+                for n in group:
+                    names.setdefault(n, f"v{len(names)}")
+                group = None   # the rest of the group is its type
+            else:
+                group.append(t)
+    return " ".join(names.get(t, t) for t in toks)
 
 
-def training_set(cfg: dict, prepared_dir: Path, method: str, exclude: set[str] = frozenset()) -> list[dict]:
-    """The arm's training problems; a problem whose prompt is in `exclude` (the test prompts) is
-    dropped from every part first (audit B1), so no arm trains on a test statement."""
-    parts = {kind: [r for r in read_jsonl(prepared_dir / f"{kind}.jsonl") if r["prompt"] not in exclude]
+def test_prompts(job) -> dict[str, str]:
+    """{decontam_key: test set} of every test problem."""
+    return {decontam_key(r["prompt"]): ds for ds in TESTS for r in read_jsonl(job.prepared_dir(ds) / "problems.jsonl")}
+
+
+def training_set(cfg: dict, prepared_dir: Path, method: str, exclude=frozenset(),
+                 dropped: dict | None = None) -> list[dict]:
+    """The arm's training problems; a problem whose prompt is a test statement up to renaming
+    (decontam_key in `exclude`, the test statements' keys) is dropped from every part first (audits B1,
+    M4), so no arm trains on a test statement; `dropped` counts them per test set (or per part)."""
+    def keep(r):
+        hit = decontam_key(r["prompt"]) in exclude
+        if hit and dropped is not None:
+            where = exclude.get(decontam_key(r["prompt"]), "test") if isinstance(exclude, dict) else "test"
+            dropped[where] = dropped.get(where, 0) + 1
+        return not hit
+
+    parts = {kind: [r for r in read_jsonl(prepared_dir / f"{kind}.jsonl") if keep(r)]
              if (prepared_dir / f"{kind}.jsonl").exists() else []
              for kind in ("seed", "ast", "domain", "difficulty", "ast_of_evolved", "reserve")}
     arms = cfg["train"]["arms"]
@@ -206,7 +263,9 @@ def train(job) -> dict:
     quiet_transformers()
     cfg = job.cfg
     device = pick_device(cfg.get("device"))
-    items = training_set(cfg, job.prepared_dir("seeds"), job.method, test_prompts(job))
+    dropped: dict = {}
+    items = training_set(cfg, job.prepared_dir("seeds"), job.method, test_prompts(job), dropped)
+    job.log(f"{len(items)} training problems; dropped as test statements (up to renaming), per test set: {dropped}")
     full = bool(cfg["model"].get("source"))
     if full:
         from iclr26.core.acquire import model_path
@@ -239,7 +298,8 @@ def train(job) -> dict:
         return {"examples": len(items), "epochs": epochs, "first_loss": float(np.mean(losses[:tail])),
                 "final_loss": float(np.mean(losses[-tail:]))}
 
-    return {"units": job.units([f"s{s}" for s in job.seeds], work), "examples": len(items)}
+    return {"units": job.units([f"s{s}" for s in job.seeds], work), "examples": len(items),
+            "dropped_as_test": dropped}
 
 
 # ----------------------------------------------------------------------------- evaluation
