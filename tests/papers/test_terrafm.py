@@ -289,7 +289,7 @@ def _geobench_task(folder, classes, n, n_classes, multilabel, rng):
     import json
     import pickle
 
-    h5py = pytest.importorskip("h5py")
+    import h5py
     folder.mkdir(parents=True)
     names, labels = [], []
     for i in range(n):
@@ -338,11 +338,11 @@ def test_benchmarks_acquire_read_and_probe_offline(static_server, geobench_class
     and the kNN / linear probes score them (class-separable bands: a probe well above chance)."""
     import hashlib
 
+    import h5py
+    import tifffile
+
     from iclr26.core.errors import DataError
     from iclr26.papers.terrafm import benchmarks as bm
-
-    h5py = pytest.importorskip("h5py")
-    tifffile = pytest.importorskip("tifffile")
     served, base = static_server
     rev = "0123456789abcdef0123456789abcdef01234567"
     rng = np.random.default_rng(0)
@@ -451,9 +451,9 @@ def test_stages_evaluate_benchmarks_with_the_frozen_encoders(static_server, geob
     import hashlib
     import json
 
-    from iclr26.core.job import run_paper
+    import h5py
 
-    h5py = pytest.importorskip("h5py")
+    from iclr26.core.job import run_paper
     served, base = static_server
     rng = np.random.default_rng(1)
     _geobench_task(workdir / "src" / "m-eurosat", geobench_classes, 24, 3, False, rng)
@@ -532,7 +532,7 @@ def _released_task(folder, classes, n, stored, level, hot, s1_names=(), low_extr
     import json
     import pickle
 
-    h5py = pytest.importorskip("h5py")
+    import h5py
     folder.mkdir(parents=True)
     rng = np.random.default_rng(5)
     names = []
@@ -625,10 +625,10 @@ def test_eurosat_geotiffs_compressed_planar_and_s1(tmp_path):
     horizontal predictor, pixel-interleaved; S1 float32 dB, deflate with the float predictor, one
     planar (C, H, W) file: read_eurosat decodes them (imagecodecs) into the encoder's band order, and the
     S1 path of the frozen encoder takes them."""
-    from iclr26.papers.terrafm import benchmarks as bm
+    import imagecodecs  # noqa: F401  (pinned: the compressed files need it, so its absence fails)
+    import tifffile
 
-    tifffile = pytest.importorskip("tifffile")
-    pytest.importorskip("imagecodecs")
+    from iclr26.papers.terrafm import benchmarks as bm
     rng = np.random.default_rng(2)
     want = {}
     for mod, bands in (("s2", 13), ("s1", 2)):
