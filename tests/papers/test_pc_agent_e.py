@@ -209,6 +209,7 @@ def test_resume_restores_the_adapter_and_the_optimizer_exactly(tmp_path):
     a, b = full.trainable_state(model, opt)[0], full.trainable_state(resumed, ropt)[0]
     assert all(torch.equal(a[k], b[k]) for k in a)
 
+
 def _trajectories(root):
     """Two tasks in the raw PC Tracker layout the released dataset ships (events*/ *task*.jsonl with
     action, screenshot, thought, boost_responses; the .md whose second line is the task), zipped."""
@@ -311,9 +312,8 @@ def test_full_scale_pipeline_offline(workdir, static_server):
     n = whole["input_ids"].shape[1]
     clipped, fit = full.encode(processor, last, n - 1)   # one token too long: the oldest response goes
     assert fit == {"dropped": 1, "cut": False, "weight": 1.0} and clipped["input_ids"].shape[1] < n
-    cut, fit = full.encode(processor, last, 20)          # shorter than the image: cut, weight 0, no NaN
-    assert fit["cut"] and fit["weight"] == 0.0 and cut["input_ids"].shape[1] == 20
-    assert (cut["labels"] != -100).sum() == 1
+    with pytest.raises(DataError, match="exceed train.max_length 20"):   # the image never cut (audit 11c L7)
+        full.encode(processor, last, 20)
     job = {"method": "boost", "seed_block": "s0-2"}
     units = read_json(run_stage("train", "pc_agent_e", "full", overrides, **job))["units"]
     assert units["boost_0"]["steps"] == 1 and units["boost_0"]["examples"] == 2 and units["boost_0"]["first_loss"] > 0
@@ -337,6 +337,11 @@ def test_full_scale_pipeline_offline(workdir, static_server):
     (workdir / "waa/boost").mkdir(parents=True)
     for s in range(3):
         (workdir / f"waa/boost/trial_{s}.json").write_text(json.dumps({"w1": 1, "c1": s % 2, "g1": 0, "n1": 1}))
+    # results present, but the checkout's task file differs from the pin: never scored (audit 11c L6)
+    with pytest.raises(DataError, match="not scored: .*1 task files differ from the pinned sha256: vlc/l1"):
+        run_stage("evaluate", "pc_agent_e", "full", overrides, **job)
+    shutil.copy(folder / "examples/vlc/l1.json", workdir / "waa_checkout/src/win-arena-container/client/"
+                "evaluation_examples_windows/examples/vlc/l1.json")
     with pytest.raises(DataError, match="no result for 4 of the 8 WAA-V2 task ids: e1, l1, s1, v1"):
         run_stage("evaluate", "pc_agent_e", "full", overrides, **job)
     for s in range(3):
@@ -345,6 +350,169 @@ def test_full_scale_pipeline_offline(workdir, static_server):
     records = read_json(run_stage("evaluate", "pc_agent_e", "full", overrides, **job))["records"]
     total = [r for r in records if r["app"] == "total"]
     assert [r["success"] for r in total] == [25.0, 37.5, 25.0]   # "zz" is not a listed task: not counted
+    pins = workdir / "data/full/pc_agent_e/raw/minidesk/waa/tasks.json"
+    digests = json.loads(pins.read_text())
+    pins.write_text(json.dumps({k: v for k, v in digests.items() if k != "chrome/g1"}))
+    with pytest.raises(DataError, match="not scored: .*1 task files have no digest .*chrome/g1"):
+        run_stage("evaluate", "pc_agent_e", "full", overrides, **job)
+    pins.write_text(json.dumps(digests))
     assert next(r for r in records if r["app"] == "libreoffice" and r["seed"] == 1)["success"] == 100.0
     with pytest.raises(DataError, match="lists 8 task ids .* the paper's WAA-V2 has 141"):
         run_stage("evaluate", "pc_agent_e", "full", [o for o in overrides if "test_columns" not in o], **job)
+
+
+def test_student_fit_counts_taught_or_correct_actions_at_the_same_input():
+    """student.fit on a hand-built example set (audit 11c L4): train_acc is the greedy action's match
+    with the example's own action; train_fit also counts an action the arm's data teach at the SAME
+    (screen, instruction, previous action) key, or a correct one there. Policies are table lookups."""
+    import torch
+
+    from iclr26.papers.pc_agent_e import student
+
+    cfg = {"student": {"vocab": 512}}
+    screen_a, screen_b = np.zeros((md.C, 9, 16), np.float32), np.zeros((md.C, 9, 16), np.float32)
+    screen_a[0, 0, 0], screen_b[0, 1, 1] = 1.0, 1.0
+    #         screen    instruction       prev  action  correct actions
+    rows = [(screen_a, "open the menu", 0, 1, {1}),
+            (screen_a, "open the menu", 0, 2, {1}),        # the teacher's wrong action, taught at the same key
+            (screen_b, "open the menu", 0, 3, {3, 4}),     # two correct actions, one taught
+            (screen_a, "close the window", 0, 5, {5}),     # the same screen, another instruction
+            (screen_a, "open the menu", 1, 6, {6})]        # the same screen and instruction, another prev
+    correct = np.zeros((len(rows), md.VOCAB), bool)
+    for i, r in enumerate(rows):
+        correct[i, sorted(r[4])] = True
+    ex = {"obs": np.stack([r[0] for r in rows]), "instr": np.array([r[1] for r in rows]),
+          "prev": np.array([r[2] for r in rows], np.int64), "action": np.array([r[3] for r in rows], np.int64),
+          "correct": correct}
+    bow = student.bag_of_words(ex["instr"], 512)
+    assert not np.array_equal(bow[0], bow[3])   # the two instructions hash apart
+
+    class Lookup(torch.nn.Module):
+        """Greedy action = table[(screen, instruction, prev)] (row ids name the keys)."""
+        def __init__(self, by_row):
+            super().__init__()
+            self.table = {(ex["obs"][i].tobytes(), bow[i].tobytes(), int(ex["prev"][i])): a for i, a in by_row.items()}
+
+        def forward(self, obs, b, prev):
+            out = torch.zeros(len(obs), md.VOCAB)
+            for k in range(len(obs)):
+                out[k, self.table[(obs[k].numpy().tobytes(), b[k].numpy().tobytes(), int(prev[k]))]] = 1.0
+            return out, torch.zeros(len(obs), md.K + 1)
+
+    def fit(by_row):
+        got = student.fit(cfg, Lookup(by_row), ex)
+        return round(got["train_fit"], 6), round(got["train_acc"], 6)
+
+    # taught-but-wrong (2) counts at its key; the untaught correct 4 counts; own labels at rows 3, 4
+    assert fit({0: 2, 2: 4, 3: 5, 4: 6}) == (1.0, 0.6)
+    # actions taught or correct at ANOTHER key do not count: only row 2 (its own label 3) fits
+    assert fit({0: 5, 2: 3, 3: 1, 4: 1}) == (0.2, 0.2)
+    # a constant untaught wrong action fits nothing
+    assert fit({0: 7, 2: 7, 3: 7, 4: 7}) == (0.0, 0.0)
+    # a memoriser (the first taught action at each key) fits everything; its accuracy misses row 1's label
+    assert fit({0: 1, 2: 3, 3: 5, 4: 6}) == (1.0, 0.8)
+
+
+def _screenshot_example(tmp_path, history):
+    from PIL import Image
+
+    from iclr26.papers.pc_agent_e import full
+
+    shot = tmp_path / "shot.png"
+    Image.fromarray((np.random.default_rng(0).random((56, 84, 3)) * 255).astype(np.uint8)).save(shot)
+    prompt = full.instruction("Turn on dark mode", history)
+    answer = data.response("The option is on, the task is done.", "finish")
+    return {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}],
+            "images": [str(shot)]}
+
+
+def test_full_scale_screenshot_closes_the_user_turn_and_a_cut_never_splits_it(tmp_path):
+    """Audit 11c M1: LLaMA-Factory's qwen2_vl plugin replaces the official prompt's trailing <image> in
+    place, so the screenshot's tokens come right before the user turn's <|im_end|> (deploy/utils.py also
+    sends text, then image). L7: an over-length example is cut in its text, never in the image tokens,
+    and the tiny Qwen2.5-VL runs forward on every cut form."""
+    import pytest
+    import torch
+    from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
+
+    from conftest import tiny_qwen25_vl
+    from iclr26.core.errors import DataError
+    from iclr26.papers.pc_agent_e import full
+
+    where = tiny_qwen25_vl(tmp_path / "qwen", "Action: click (40, 40) press key: enter finish the task settings",
+                           max_positions=8192)
+    processor = AutoProcessor.from_pretrained(where)
+    processor.image_processor.size = {"shortest_edge": 28 * 28, "longest_edge": 56 * 56 * 2}
+    tok = processor.tokenizer
+    pad, start, stop, end, turn = (tok.convert_tokens_to_ids(t) for t in (
+        "<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<|im_end|>", "<|im_start|>"))
+    history = [data.response(f"I open the menu number {k} first.", "click (40, 40)") for k in range(3)]
+    ex = _screenshot_example(tmp_path, history)
+
+    def layout(batch):
+        """(the user turn's text before the image, the prompt's tokens): the image block must close it."""
+        ids = batch["input_ids"][0].tolist()
+        n_img = int(batch["image_grid_thw"].prod()) // 4            # 2 x 2 patches merged per token
+        first = ids.index(pad)
+        assert ids.count(pad) == n_img and ids[first:first + n_img] == [pad] * n_img
+        assert ids[first - 1] == start and ids[first + n_img] == stop
+        user = ids.index(turn, 1)                                   # the user turn (after the system turn)
+        assert end not in ids[user:first]                           # no turn end before the image
+        n_prompt = int((batch["labels"][0] == -100).sum())
+        assert ids[first + n_img + 1] == end                        # the image, then the user turn's end
+        assert tok.decode(ids[first + n_img + 1:n_prompt]) == "<|im_end|>\n<|im_start|>assistant\n"
+        return tok.decode(ids[user:first - 1]), n_prompt
+
+    whole, fit = full.encode(processor, ex)
+    text, n_prompt = layout(whole)
+    assert fit == {"dropped": 0, "cut": False, "weight": 1.0}
+    assert text.startswith("<|im_start|>user\nYou are a helpful assistant who can help users complete")
+    assert text.endswith("What's the next step that you will do to help with the task?")
+    assert "<image>" not in tok.decode(whole["input_ids"][0])
+
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(where).eval()
+
+    def loss(batch):
+        with torch.no_grad():
+            return float(model(**batch).loss)
+
+    bare, _ = full.encode(processor, _screenshot_example(tmp_path, []))
+    p0 = int((bare["labels"][0] == -100).sum())                     # the prompt without history
+    # the prompt fits once the history is gone: the response's tail is cut, its 2 kept tokens trained
+    tail, fit = full.encode(processor, ex, p0 + 2)
+    assert fit == {"dropped": 3, "cut": True, "weight": 1.0} and tail["input_ids"].shape[1] == p0 + 2
+    assert layout(tail)[1] == p0 and (tail["labels"] != -100).sum() == 2 and np.isfinite(loss(tail))
+    # the prompt alone is too long: its text before the image is cut, one response token, weight 0
+    short, fit = full.encode(processor, ex, p0 - 15)
+    assert fit == {"dropped": 3, "cut": True, "weight": 0.0} and short["input_ids"].shape[1] == p0 - 15
+    text, _ = layout(short)
+    assert text.startswith("<|im_start|>user\nYou are a helpful") and not text.endswith("the task?")
+    assert (short["labels"] != -100).sum() == 1 and np.isfinite(loss(short))
+    assert torch.equal(short["pixel_values"], whole["pixel_values"])
+    with pytest.raises(DataError, match="exceed train.max_length 30"):   # the image and template alone
+        full.encode(processor, ex, 30)
+    full.image_fits({"max_pixels": 1_000_000, "max_length": 8192})      # sft.yaml: 1,275 image tokens at most
+    with pytest.raises(DataError, match="takes up to 1277 tokens"):
+        full.image_fits({"max_pixels": 1_000_000, "max_length": 1024})
+
+
+def test_full_scale_prepare_keeps_the_press_key_rewrite_verbatim_and_checks_screenshots(tmp_path):
+    """prepare.py rewrites every action starting with 'press key' (audit 11c L5); a prompt without its one
+    <image> marker or a screenshot that does not open stops prepare (L7), not a rank mid-step."""
+    import pytest
+
+    from iclr26.core.errors import DataError
+    from iclr26.papers.pc_agent_e import full
+
+    assert full.normalise_action("press key enter") == "press key: enter"
+    assert full.normalise_action("press key: enter") == "press key:: enter"     # as official prepare.py
+    assert full.normalise_action("hotkey (ctrl, c)") == "hotkey (ctrl, c)"
+    ex = _screenshot_example(tmp_path, [])
+    full.check_examples([ex])
+    two = {**ex, "messages": [{"role": "user", "content": ex["messages"][0]["content"] + "<image>"},
+                              ex["messages"][1]]}
+    with pytest.raises(DataError, match="1 examples' prompts do not hold exactly one <image>"):
+        full.check_examples([ex, two])
+    (tmp_path / "broken.png").write_bytes(b"not a png")
+    with pytest.raises(DataError, match="1 screenshots do not open: .*broken.png"):
+        full.check_examples([ex, {**ex, "images": [str(tmp_path / "broken.png")]}])

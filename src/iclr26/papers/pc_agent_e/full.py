@@ -13,8 +13,11 @@
               second line holds the task): per human step one example per kept boost response (boost
               arm), then one for the human response (thought + action); every example's history holds
               the earlier HUMAN responses only (the last 10), boost branches are never executed.
+              Every prompt's one <image> marker and every screenshot are checked before training.
               Writes <arm>.jsonl ({"messages": [user, assistant], "images": [path]})
-    train     LoRA SFT (peft) of the base model on the arm's examples: loss on the assistant response
+    train     LoRA SFT (peft) of the base model on the arm's examples in LLaMA-Factory's qwen2_vl layout
+              (the screenshot's tokens in place of the prompt's <image>, closing the user turn, as the
+              official deploy/utils.py sends text then image): loss on the assistant response
               only, the vision tower frozen (LoRA only on the language model's projections), AdamW,
               cosine schedule with warmup (train/sft.yaml's lr schedule), `train.epochs` epochs;
               across the job's GPUs with FSDP (accelerate, through core.distributed). Every rank
@@ -24,10 +27,11 @@
               torch.distributed.checkpoint's state_dict API (FSDP-safe), with scheduler, step and
               RNG (a retry resumes)
     evaluate  checks its inputs (the trained adapters, the WAA-V2 task list and its 141-task column
-              sizes, a WAA-V2 checkout with every task JSON at the sha256 acquire recorded, the VM
-              snapshot), requires a result for every one of the 141 task ids in every trial, and
-              raises one line saying what a cluster must provide: WAA-V2 runs each task in a Windows
-              11 VM (Docker + KVM, the 32 GB snapshot per worker), which a Slurm GPU node lacks.
+              sizes, and at every call, results present or not, a WAA-V2 checkout with every task JSON
+              at the sha256 acquire recorded), requires a result for every one of the 141 task ids in
+              every trial, and without the results raises one line saying what a cluster must provide:
+              WAA-V2 runs each task in a Windows 11 VM (Docker + KVM, the 32 GB snapshot per worker),
+              which a Slurm GPU node lacks.
 """
 from __future__ import annotations
 
@@ -215,15 +219,19 @@ def task_file_problems(examples: Path, listed: dict, pins: Path) -> list[str]:
     from iclr26.core.io import sha256_file
 
     digests = json.loads(pins.read_text()) if pins.is_file() else {}
-    missing, changed = [], []
+    missing, unpinned, changed = [], [], []
     for d, lst in listed.items():
         for i in lst:
             f = examples / d / f"{i}.json"
             if not f.is_file():
                 missing.append(f"{d}/{i}")
-            elif digests.get(f"{d}/{i}") and sha256_file(f) != digests[f"{d}/{i}"]:
+            elif not digests.get(f"{d}/{i}"):
+                unpinned.append(f"{d}/{i}")
+            elif sha256_file(f) != digests[f"{d}/{i}"]:
                 changed.append(f"{d}/{i}")
     out = [f"{len(missing)} task files missing in the WAA-V2 checkout: {', '.join(missing)}"] if missing else []
+    if unpinned:
+        out.append(f"{len(unpinned)} task files have no digest in {pins}: {', '.join(unpinned)}")
     if changed:
         out.append(f"{len(changed)} task files differ from the pinned sha256: {', '.join(changed)}")
     return out
@@ -240,9 +248,10 @@ def waa_columns(test_all: Path) -> dict[str, int]:
 
 # ----------------------------------------------------------------------------- prepare
 def normalise_action(action: str) -> str:
-    """prepare.py: the recorder's 'press key k' becomes the action space's 'press key: k'."""
-    return action.replace("press key", "press key:", 1) if action.startswith("press key") and not \
-        action.startswith("press key:") else action
+    """prepare.py, verbatim: `if action.startswith("press key"): action = action.replace("press key",
+    "press key:")` (the recorder's 'press key k' becomes the action space's 'press key: k'; an action
+    already in the colon form would become 'press key:: k' there too: sft_examples counts those)."""
+    return action.replace("press key", "press key:") if action.startswith("press key") else action
 
 
 def history_str(history: list[str]) -> str:
@@ -346,7 +355,8 @@ def check_boost_response(text: str | None, action: str) -> bool:
 def sft_examples(tasks: list[tuple[Path, Path]], boost: bool, boost_count: int) -> tuple[list[dict], dict]:
     """prepare.py process_task_jsonl_file for one arm, and counts (human steps, boost responses seen
     and kept): the boost examples of a step come before its human example, as prepare.py appends them."""
-    examples, n = [], {"tasks": 0, "human_steps": 0, "human_kept": 0, "boost_seen": 0, "boost_kept": 0}
+    examples, n = [], {"tasks": 0, "human_steps": 0, "human_kept": 0, "boost_seen": 0, "boost_kept": 0,
+                       "press_key_colon": 0}
     for jsonl, md in tasks:
         task = task_description(md)
         if not task:
@@ -354,6 +364,7 @@ def sft_examples(tasks: list[tuple[Path, Path]], boost: bool, boost_count: int) 
         n["tasks"] += 1
         history = []
         for step in read_steps(jsonl):
+            n["press_key_colon"] += step["action"].startswith("press key:")   # 'press key:: k' after prepare.py
             action = normalise_action(step["action"])
             image = str(jsonl.parent / step["screenshot"])
             prompt = instruction(task, history)
@@ -374,6 +385,27 @@ def sft_examples(tasks: list[tuple[Path, Path]], boost: bool, boost_count: int) 
     return examples, n
 
 
+def check_examples(examples: list[dict]) -> None:
+    """Before training (audit 11c L7): every example's prompt holds one <image> marker (LLaMA-Factory's
+    plugin raises otherwise) and every screenshot opens as an image; a bad one stops prepare with one
+    line, not one rank in the middle of an FSDP step (the other ranks would wait in a collective)."""
+    from PIL import Image
+
+    marks = [i for i, ex in enumerate(examples) if ex["messages"][0]["content"].count(IMAGE_MARK) != 1]
+    if marks:
+        raise DataError(f"{len(marks)} examples' prompts do not hold exactly one {IMAGE_MARK} marker "
+                        f"(the first: example {marks[0]})")
+    bad = []
+    for path in sorted({ex["images"][0] for ex in examples}):
+        try:
+            with Image.open(path) as im:
+                im.verify()
+        except Exception as err:  # PIL raises many types for a missing, truncated or foreign file
+            bad.append(f"{path} ({type(err).__name__})")
+    if bad:
+        raise DataError(f"{len(bad)} screenshots do not open: {', '.join(bad[:5])}")
+
+
 def _example(prompt: str, response: str, image: str) -> dict:
     return {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}],
             "images": [image]}
@@ -388,6 +420,7 @@ def prepare(job) -> dict:
         if arm == "boost" and counts["boost_seen"] == 0:
             raise DataError("the released trajectories carry no boost_responses: Trajectory Boost needs the "
                             "teacher (Claude 3.7 Sonnet, an API key) to run postprocess/boost.py first")
+        check_examples(examples)
         with open(job.out_dir / f"{arm}.jsonl", "w", encoding="utf-8") as f:
             for ex in examples:
                 f.write(json.dumps(ex, ensure_ascii=False) + "\n")
@@ -397,15 +430,30 @@ def prepare(job) -> dict:
 
 
 # ----------------------------------------------------------------------------- train
-QWEN_TEMPLATE = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
-                 "<|vision_start|><|image_pad|><|vision_end|>{prompt}<|im_end|>\n<|im_start|>assistant\n")
+# LLaMA-Factory's qwen2_vl template (its default system prompt) and its Qwen2VLPlugin: the user message's
+# <image> marker is replaced IN PLACE by the vision block (the processor expands <|image_pad|> to the
+# image's tokens). get_instruction ends with "...help with the task?<image>", so the screenshot's tokens
+# close the user turn, as at inference (deploy/utils.py get_mllm_messages sends the text, then the image)
+IMAGE_MARK = "<image>"
+VISION = "<|vision_start|><|image_pad|><|vision_end|>"
+QWEN_HEADER = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+QWEN_TEMPLATE = QWEN_HEADER + "{prompt}<|im_end|>\n<|im_start|>assistant\n"
+IMAGE_TOKEN_PIXELS = 28 * 28   # Qwen2.5-VL: 14 x 14 patches merged 2 x 2 into one token
+
+
+def user_content(prompt: str) -> str:
+    """The user message as LLaMA-Factory's mm plugin builds it: the one <image> marker replaced in place
+    (the plugin raises when the markers and the example's images differ in number)."""
+    if prompt.count(IMAGE_MARK) != 1:
+        raise DataError(f"an example's prompt holds {prompt.count(IMAGE_MARK)} {IMAGE_MARK} markers for its one "
+                        f"screenshot: {prompt[:80]!r}...")
+    return prompt.replace(IMAGE_MARK, VISION, 1)
 
 
 def _encode(processor, prompt: str, answer: str, image):
     import torch
 
-    enc = processor(text=[QWEN_TEMPLATE.format(prompt=prompt.replace("<image>", ""))], images=[image],
-                    return_tensors="pt")
+    enc = processor(text=[QWEN_TEMPLATE.format(prompt=user_content(prompt))], images=[image], return_tensors="pt")
     ans = processor.tokenizer(answer + "<|im_end|>\n", add_special_tokens=False, return_tensors="pt")["input_ids"]
     ids = torch.cat([enc["input_ids"], ans], 1)
     labels = ids.clone()
@@ -416,12 +464,17 @@ def _encode(processor, prompt: str, answer: str, image):
 
 def encode(processor, example: dict, max_length: int | None = None) -> tuple[dict, dict]:
     """input_ids, labels (-100 on the prompt: loss on the assistant response only) and the image
-    inputs of one example, in Qwen2.5-VL's chat layout (LLaMA-Factory's qwen2_vl template), and how
-    it was fitted to max_length. An example over max_length is never skipped (a rank that skips one
-    would run fewer forward passes than the others): its oldest history responses are dropped, one at
-    a time, until it fits; if the prompt without history is still too long, the sequence is cut at
-    max_length and its loss weight is 0 (it still runs forward and backward). Deterministic: every
-    rank fits the same example the same way."""
+    inputs of one example, in LLaMA-Factory's qwen2_vl layout (the screenshot's tokens in place of the
+    prompt's <image> marker, at the end of the user turn), and how it was fitted to max_length.
+    An example over max_length is never skipped (a rank that skips one would run fewer forward passes
+    than the others): its oldest history responses are dropped, one at a time, until it fits; if it is
+    still too long, TEXT is cut, never the image tokens (Qwen2.5-VL needs every one of them to match the
+    image features): the response's tail when the prompt fits (the loss on the kept response tokens, as
+    LLaMA-Factory truncates a response), else the prompt text before the screenshot (the chat header
+    kept) with one response token and loss weight 0 (it still runs forward and backward). A screenshot
+    whose tokens and the chat template alone exceed max_length raises DataError (train checks the bound
+    from train.max_pixels before the first step). Deterministic: every rank fits an example the same way."""
+    import torch
     from PIL import Image
 
     image = Image.open(example["images"][0]).convert("RGB")
@@ -436,13 +489,37 @@ def encode(processor, example: dict, max_length: int | None = None) -> tuple[dic
         fit["dropped"] = drop
         if batch["input_ids"].shape[1] <= max_length:
             return batch, fit
-    for key in ("input_ids", "attention_mask", "labels"):
-        batch[key] = batch[key][:, :max_length]
-    if (batch["labels"] != -100).sum() < 1:   # no answer token left: a zero-weight pass (no NaN loss)
-        batch["labels"][:, -1] = batch["input_ids"][:, -1]
-        fit["weight"] = 0.0
     fit["cut"] = True
+    ids, labels = batch["input_ids"][0], batch["labels"][0]
+    n_prompt = int((labels == -100).sum())
+    if n_prompt < max_length:   # the prompt fits with at least one response token: cut the response's tail
+        for key in ("input_ids", "attention_mask", "labels"):
+            batch[key] = batch[key][:, :max_length]
+        return batch, fit
+    tok = processor.tokenizer
+    start = int((ids == tok.convert_tokens_to_ids("<|vision_start|>")).nonzero()[0, 0])
+    header = len(tok(QWEN_HEADER, add_special_tokens=False)["input_ids"])
+    keep = max_length - 1 - (n_prompt - start)   # text tokens before the screenshot that fit
+    if keep < header:
+        raise DataError(f"{example['images'][0]}: its {n_prompt - start} image and closing template tokens and "
+                        f"the {header}-token chat header exceed train.max_length {max_length} (lower "
+                        f"train.max_pixels)")
+    ids = torch.cat([ids[:keep], ids[start:n_prompt + 1]])[None]
+    labels = torch.full_like(ids, -100)
+    labels[:, -1] = ids[:, -1]   # one response token: a zero-weight pass (no NaN loss)
+    batch.update(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels)
+    fit["weight"] = 0.0
     return batch, fit
+
+
+def image_fits(t: dict) -> None:
+    """Before any step: the largest screenshot train.max_pixels allows (its tokens and vision marks) fits in
+    train.max_length, so encode never meets a screenshot it cannot fit (an error on one rank mid-run would
+    leave the other ranks waiting in a collective)."""
+    tokens = int(t["max_pixels"]) // IMAGE_TOKEN_PIXELS + 2
+    if tokens >= int(t["max_length"]):
+        raise DataError(f"a screenshot of train.max_pixels {t['max_pixels']} takes up to {tokens} tokens, not "
+                        f"under train.max_length {t['max_length']}")
 
 
 def step_plan(n_rows: int, epochs: float, per_step: int, world: int, seed: int) -> np.ndarray:
@@ -543,6 +620,7 @@ def train(job) -> dict:
     from iclr26.core.runtime import pick_device
 
     cfg, t = job.cfg, job.cfg["train"]
+    image_fits(t)
     seed = int(job.seeds[0])
     rows = [json.loads(x) for x in (job.prepared_dir(DATASET) / f"{job.method}.jsonl").read_text().splitlines()]
     if t.get("max_examples"):
@@ -634,15 +712,23 @@ def evaluate(job) -> dict:
     ev = cfg["eval"]
     results = Path(ev["results_dir"]) / job.method
     files = [results / f"trial_{s}.json" for s in job.seeds]
+    # the scored results are tied to the pinned task files (audit 11c L6): the WAA-V2 checkout the host
+    # ran must hold every listed task JSON at the sha256 acquire recorded, checked at every evaluate
+    problems = []
+    examples = Path(ev["waa_dir"]) / "src/win-arena-container/client/evaluation_examples_windows/examples"
+    pins = job.raw_dir(DATASET) / "waa" / "tasks.json"
+    if not pins.is_file():
+        problems.append(f"no task-file digests at {pins} (run acquire)")
+    elif not examples.is_dir():
+        problems.append(f"no WAA-V2 checkout at {ev['waa_dir']}")
+    else:
+        problems += task_file_problems(examples, listed, pins)
     if not all(f.is_file() for f in files):
-        problems = []
-        examples = Path(ev["waa_dir"]) / "src/win-arena-container/client/evaluation_examples_windows/examples"
-        if not examples.is_dir():
-            problems.append(f"no WAA-V2 checkout at {ev['waa_dir']}")
-        else:
-            problems += task_file_problems(examples, listed, job.raw_dir(DATASET) / "waa" / "tasks.json")
         note = f" (also: {'; '.join(problems)})" if problems else ""
         raise DataError(WAA_NEEDS.format(results=results) + note)
+    if problems:
+        raise DataError(f"the WAA-V2 results under {results} are not scored: the checkout at {ev['waa_dir']} "
+                        f"does not match the pinned task files: {'; '.join(problems)}")
     examples = job.prepared_dir(DATASET) / f"{job.method}.jsonl"
     n_train = float(sum(1 for _ in open(examples))) if job.method in ARMS else 0.0
     records = []
