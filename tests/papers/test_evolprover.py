@@ -107,7 +107,8 @@ def test_no_training_set_contains_a_test_statement(tmp_path):
             "families": ["amgm", "cauchy", "misc", "identity"]}
     data.write_tiny("seeds", spec, tmp_path)
     seeds = [r for r in data.parse_rows(data.read_problems("seeds", spec, tmp_path)) if r.get("verified")]
-    evolved = evol.evolve([(ml.parse_theorem(r["lean"]), r["proof"]) for r in seeds], cfg["evolve"], 0, frac)
+    parents: dict = {}
+    evolved = evol.evolve([(ml.parse_theorem(r["lean"]), r["proof"]) for r in seeds], cfg["evolve"], 0, frac, parents)
     train = [r["prompt"] for r in seeds] + [st.prompt() for items in evolved.values() for st, _ in items]
     tests = {}
     for ds in ("minif2f", "formalmath_lite", "ineq_comp"):
@@ -124,16 +125,18 @@ def test_no_training_set_contains_a_test_statement(tmp_path):
     out = tmp_path / "prepared"
     out.mkdir()
     for kind, items in {"seed": [(ml.parse_theorem(r["lean"]), r["proof"]) for r in seeds], **evolved}.items():
-        (out / f"{kind}.jsonl").write_text("".join(
-            __import__("json").dumps({"prompt": st.prompt(), "proof": p}) + "\n" for st, p in items))
+        lineage = (lambda st: {"parent": parents[st.name]}) if kind != "seed" else (lambda st: {})
+        (out / f"{kind}.jsonl").write_text("".join(__import__("json").dumps(
+            {"name": st.name, "prompt": st.prompt(), "proof": p, **lineage(st)}) + "\n" for st, p in items))
     arms = {"train": {"arms": {"evol_all": ["seed", "ast", "domain", "difficulty", "ast_of_evolved"]}}}
     keys = {stages.decontam_key(p) for p in both}
     kept = stages.training_set(arms, out, "evol_all", keys)
     assert kept and not {stages.decontam_key(r["prompt"]) for r in kept} & keys
     planted_key = stages.decontam_key(train[0])
-    planted = stages.training_set(arms, out, "evol_all", {planted_key: "minif2f"}, dropped := {})
+    planted = stages.training_set(arms, out, "evol_all", {planted_key: "minif2f"}, dropped := {}, desc := {})
     n_planted = sum(stages.decontam_key(t) == planted_key for t in train)
-    assert train[0] not in {r["prompt"] for r in planted} and len(planted) == len(train) - n_planted
+    assert train[0] not in {r["prompt"] for r in planted}
+    assert len(planted) == len(train) - n_planted - sum(desc.values()) and sum(desc.values()) > 0   # and its offspring
     assert dropped == {"minif2f": n_planted}
     # Type II's substitution never appears in a training hint (the held-out floor is visible)
     assert not any("^" in p for items in evolved.values() for _, p in items)
@@ -327,6 +330,10 @@ def test_one_line_errors(tmp_path, static_server):
     (prepared / "ast.jsonl").write_text("".join(row % i for i in range(10, 15)))
     (prepared / "reserve.jsonl").write_text(row % 99)
     cfg = {"train": {"arms": {"evol_all": ["seed", "ast"]}}}
+    with pytest.raises(ValueError, match="ast.jsonl has rows without a parent .* run prepare again"):
+        stages.training_set(cfg, prepared, "evol_all")
+    (prepared / "ast.jsonl").write_text("".join(f'{{"prompt": "p{i}", "proof": "ring", "parent": null}}\n'
+                                                for i in range(10, 15)))
     assert len(stages.training_set(cfg, prepared, "evol_all")) == 8
     with pytest.raises(ValueError, match="data_matched needs 8 seed-corpus problems, the corpus has 4"):
         stages.training_set(cfg, prepared, "data_matched")
@@ -384,13 +391,19 @@ def test_reads_formalmath_lite_rows_in_the_real_schema(tmp_path, layout):
     assert spec["statement_field"] == "autoformalization" and spec["hub_id"].startswith("SphereLab/")
     text = json.dumps(FORMALMATH_ROWS) if layout == "array" else "".join(json.dumps(r) + "\n" for r in FORMALMATH_ROWS)
     (tmp_path / spec["file"]).write_text(text)
+    # the full spec's row count (the Lite set's 425, audit 13e N5): a copy of another size is one DataError
+    assert spec["rows"] == 425
+    message = r"SphereLab/FormalMATH-All/FormalMATH_lite.json at de3c3f74\w+: 2 rows, the FormalMATH-Lite set has 425 "
+    with pytest.raises(DataError, match=message):
+        data.read_problems("formalmath_lite", spec, tmp_path)
+    spec = {**spec, "rows": len(FORMALMATH_ROWS)}
     rows = data.parse_rows(data.read_problems("formalmath_lite", spec, tmp_path))
     assert [(r["name"], r["in_fragment"]) for r in rows] == [("olymid-ref-base_1", True), ("omni_theorem_7", False)]
     assert rows[0]["prompt"] == ml.parse_theorem(FORMALMATH_ROWS[0]["autoformalization"]).prompt()
     assert rows[1]["lean"].startswith("import Mathlib") and "Even (n ^ 2 + n)" in rows[1]["lean"]
 
 
-def test_lean_workbook_proofs_become_tactic_blocks_at_full_scale(tmp_path):
+def test_lean_workbook_proofs_become_tactic_blocks_at_full_scale(tmp_path, monkeypatch):
     """Audit 13d H2 / M6: Lean-Workbook rows in its schema (id, split, natural_language_statement, answer,
     tags, formal_statement without header ending `:= by sorry`, proof: whole `theorem ... := by ...` texts,
     status), one outside MiniLean's fragment (ℕ), read through the full config's spec and prepared by
@@ -429,7 +442,15 @@ def test_lean_workbook_proofs_become_tactic_blocks_at_full_scale(tmp_path):
         def log(msg, **kw):
             pass
     Job.out_dir.mkdir()
-    stages.prepare(Job())
+    fractions, real = [], evol.evolve
+    monkeypatch.setattr(evol, "evolve", lambda *a, **k: fractions.append(a[3]) or real(*a, **k))
+    info = stages.prepare(Job())
+    # audit L5: real data has no hash test partition (the tiny generator's), so no evolved output is lost to it;
+    # the one in-fragment seed (row 2) is evolved; each output names its parent and its origin seed (audit 13e N1)
+    assert fractions == [0.0] and info["domain"] == info["difficulty"] == info["ast_of_evolved"] == 1
+    child = json.loads((Job.out_dir / "ast_of_evolved.jsonl").read_text())
+    assert child["name"] == "lean_workbook_2_diff0_ast" and child["origin"] == "lean_workbook_2"
+    assert child["parent"] == "lean_workbook_2_diff0"
     seeds = [json.loads(line) for line in (Job.out_dir / "seed.jsonl").read_text().splitlines()]
     targets = {r["name"]: stages._texts(Job.cfg, r) for r in seeds}
     assert set(targets) == {"lean_workbook_1", "lean_workbook_2", "lean_workbook_3"}   # no proof: not a seed
@@ -931,3 +952,122 @@ def test_banned_words_match_whole_tokens():
 
     assert all(lean_tools.banned(t) for t in ("sorry", "exact (sorry)", "axiom cheat : False", "#exit", "/- x -/"))
     assert not any(lean_tools.banned(t) for t in ("nlinarith [h_axiom, importance]", "exact elaborate", "simp"))
+
+
+def _prepared_seeds(tmp_path, n_seeds=40):
+    """The tiny seeds' prepare (stages.prepare, synthetic source) at reduced size: {kind: rows}."""
+    import json
+
+    import yaml
+
+    from iclr26.papers.evolprover import stages
+
+    cfg = yaml.safe_load((ROOT / "config/hydra/paper/evolprover.yaml").read_text())
+    spec = {**cfg["data"]["seeds"], "n_seeds": n_seeds, "n_reserve": 0}
+    raw, out = tmp_path / "raw", tmp_path / "prepared"
+    raw.mkdir()
+    out.mkdir()
+    data.write_tiny("seeds", spec, raw)
+
+    class Job:
+        dataset = "seeds"
+        out_dir = out
+
+        @staticmethod
+        def raw_dir(ds="seeds"):
+            return raw
+
+        @staticmethod
+        def log(msg, **kw):
+            pass
+    Job.cfg = {"data": {"seeds": spec}, "model": {"source": None}, "evolve": {**cfg["evolve"], "n_seeds": n_seeds}}
+    stages.prepare(Job())
+    rows = {kind: [json.loads(line) for line in (out / f"{kind}.jsonl").read_text().splitlines()]
+            for kind in ("seed", *stages.EVOLVED)}
+    return cfg, out, rows
+
+
+def test_descendants_of_a_dropped_problem_are_dropped(tmp_path):
+    """Audit 13e N1: a seed that restates a test problem up to renaming is dropped, and so is every evolved
+    problem that descends from it (EvolAST copies of it are the test problem rewritten); a domain output that
+    restates one takes its EvolAST variant with it. Without the parent links the descendants would stay."""
+    from iclr26.papers.evolprover import stages
+
+    cfg, out, rows = _prepared_seeds(tmp_path)
+    arms = {"train": {"arms": cfg["train"]["arms"]}}
+    assert all(r["parent"] and r["origin"] in {s["name"] for s in rows["seed"]}
+               for kind in stages.EVOLVED for r in rows[kind])
+    by_origin = {}
+    for kind in stages.EVOLVED:
+        for r in rows[kind]:
+            by_origin.setdefault(r["origin"], []).append(r)
+    # a seed with EvolAST, domain and difficulty offspring, restated as a test problem with other names
+    seed = next(s for s in rows["seed"] if {"ast", "domain", "ast_of_evolved"} <= {r["subset"] for r in
+                                                                                     by_origin.get(s["name"], [])})
+    st = ml.parse_theorem(seed["lean"])
+    names = [n for group, _ in st.binders for n in group]
+    test, _ = evol.rename(st, seed["proof"], dict(zip(names, ["p", "q", "r"][: len(names)])))
+    exclude = {stages.decontam_key(test.prompt()): "ineq_comp"}
+    assert test.prompt() != seed["prompt"]
+    everything = stages.training_set(arms, out, "evol_all")
+    assert any(r.get("origin") == seed["name"] for r in everything)   # the offspring are there unscreened
+    kept = stages.training_set(arms, out, "evol_all", exclude, dropped := {}, desc := {})
+    assert dropped == {"ineq_comp": 1}
+    assert not [r["name"] for r in kept if r["name"] == seed["name"] or r.get("origin") == seed["name"]
+                or r["name"].startswith(seed["name"] + "_")]
+    assert sum(desc.values()) == len(by_origin[seed["name"]]) and desc["ast"] >= 1
+    assert len(kept) == len(everything) - 1 - sum(desc.values())
+    # a dropped evolved problem (a domain output) takes its own EvolAST variant with it, not its seed
+    dom = next(r for r in rows["domain"] if any(a["parent"] == r["name"] for a in rows["ast_of_evolved"]))
+    kept = stages.training_set(arms, out, "evol_all", {stages.decontam_key(dom["prompt"]): "minif2f"}, {}, desc := {})
+    assert desc == {"ast": 0, "domain": 0, "difficulty": 0, "ast_of_evolved": 1}
+    assert {r["name"] for r in everything} - {r["name"] for r in kept} == {dom["name"], dom["name"] + "_ast"}
+
+
+def test_prover_snapshot_with_remote_code_is_refused(tmp_path):
+    """Audit 13d M5 / 13e N6: a prover snapshot whose config.json has an auto_map (remote code) fails acquire
+    with one DataError naming the model and revision; a plain config passes."""
+    import json
+
+    from iclr26.papers.evolprover import stages
+
+    spec = {"source": "deepseek-ai/DeepSeek-Prover-V1.5-SFT", "revision": "c08e3ccc" + "0" * 32}
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "auto_map": {
+        "AutoConfig": "configuration_deepseek.DeepseekConfig"}}))
+    with pytest.raises(DataError, match="DeepSeek-Prover-V1.5-SFT at c08e3ccc0+: config.json has an auto_map"):
+        stages._plain_config(spec, {"path": str(tmp_path)})
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
+    stages._plain_config(spec, {"path": str(tmp_path)})
+
+
+def test_banned_commands_that_change_syntax_or_attributes():
+    """Audit 13e N6: whole-token matching must still ban macro_rules / elab_rules and the other commands that
+    change the syntax or the attributes; names that contain them are not banned."""
+    from iclr26.papers.evolprover import lean_tools
+
+    bad = ["macro_rules | `(tactic| trivial) => `(tactic| sorry)", "elab_rules : tactic | `(tactic| done) => pure ()",
+           "syntax \"cheat\" : tactic", "local notation \"π\" => 3", "attribute [simp] foo in simp",
+           "infixl:65 \" +' \" => HAdd.hAdd", "run_cmd pure ()"]
+    assert all(lean_tools.banned(t) for t in bad)
+    assert not any(lean_tools.banned(t) for t in ("exact h_macro_rules", "nlinarith [syntax_ok, h.notation_free]",
+                                                   "exact List.prefix_refl _", "linarith [elab_rules']"))
+
+
+def test_tactic_block_edge_cases():
+    """Audit 13e N4: the main theorem's block (by its name, else the last) when a helper lemma comes first, and
+    None if the block uses the helper; modifiers (private, protected, attributes); a 4-space block re-indented
+    to the prompt's 2 spaces with its nesting kept."""
+    helper = ("theorem aux (x : ℝ) : 0 ≤ x ^ 2 := by\n  positivity\n\n"
+              "theorem lean_workbook_7 (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by\n  nlinarith [sq_nonneg (a - b)]")
+    assert data.tactic_block(helper, "lean_workbook_7") == "nlinarith [sq_nonneg (a - b)]"
+    assert data.tactic_block(helper) == "nlinarith [sq_nonneg (a - b)]"   # no name: the last declaration
+    main_first = helper.split("\n\n")[1] + "\n\nlemma later (x : ℝ) : x = x := by\n  rfl"
+    assert data.tactic_block(main_first, "lean_workbook_7") == "nlinarith [sq_nonneg (a - b)]"   # cut at `lemma`
+    uses = helper.replace("nlinarith [sq_nonneg (a - b)]", "nlinarith [aux (a - b)]")
+    assert data.tactic_block(uses, "lean_workbook_7") is None
+    for mod in ("private theorem", "protected lemma", "@[simp] theorem", "nonrec theorem", "noncomputable theorem"):
+        assert data.tactic_block(f"{mod} t (x : ℝ) : 0 ≤ x ^ 2 := by\n  positivity") == "positivity", mod
+    four = "theorem t (x : ℝ) (h : 0 ≤ x) : 0 ≤ x := by\n    have h2 : 0 ≤ x := by\n        exact h\n    linarith"
+    assert data.tactic_block(four) == "have h2 : 0 ≤ x := by\n      exact h\n  linarith"   # nesting kept
+    assert data.tactic_block("theorem t (x : ℝ) : 0 ≤ x ^ 2 := by positivity") == "positivity"
+    assert data.tactic_block("theorem t (x : ℝ) : 0 ≤ x ^ 2 := by\n") is None   # an empty block

@@ -16,7 +16,9 @@ A JSON file is read as one JSON array or as JSON lines (read_records), whichever
                      cauchy, misc, subsets seed, type1, type2, as haoyuzhao123/LeanIneqComp
 Tiny statements are drawn by the seed generator (evol.py); a statement is a test statement iff the
 hash of its statement falls in the test partition (evol.is_test); the evolutions drop outputs in that
-partition, and stages.training_set drops any training problem whose prompt is a test prompt.
+partition, and stages.training_set drops any training problem whose prompt is a test prompt up to renaming
+(stages.decontam_key) and every evolved problem descending from one it drops (what it does not screen: its
+docstring).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import json
 import re
 import shutil
 import subprocess
+import textwrap
 from dataclasses import replace
 from pathlib import Path
 
@@ -122,20 +125,50 @@ def read_records(path: Path) -> list[dict]:
     return got if isinstance(got, list) else [got]
 
 
-_DECL = re.compile(r"^[ \t]*(?:@\[[^\]]*\][ \t]*)?(?:theorem|lemma|example)\b", re.M)
+_DECL = re.compile(r"^[ \t]*(?:@\[[^\]]*\][ \t]*)?(?:(?:private|protected|nonrec|noncomputable|partial|unsafe)[ \t]+)*"
+                   r"(?:theorem|lemma|example)\b[ \t]*([^\s(:{\[]*)", re.M)
+_BY = re.compile(r":=\s*by\b")
 
 
-def tactic_block(proof: str) -> str | None:
+def tactic_block(proof: str, name: str | None = None) -> str | None:
     """A proof as the tactic block the prover writes after `:= by` (audit H2): Lean-Workbook stores a proof
     as the whole `theorem ... := by <tactics>` text (after any imports), so a proof that holds a declaration
-    is cut after that declaration's `:= by`; one that is a tactic block already is kept whole (its own
-    `have ... := by` lines are not cut). None for a declaration without `:= by` (a term-mode proof: no
-    tactic block to train on). The same function prepares every seed, in or outside MiniLean's fragment,
-    and the seeds lean-dojo traces (leandojo_trace)."""
-    m = _DECL.search(proof)
+    is cut after the main declaration's `:= by` (the one named `name`, else the last; modifiers such as
+    `private` and attributes allowed) up to the next declaration; one that is a tactic block already is kept
+    whole (its own `have ... := by` lines are not cut). The block is re-indented: its lines keep their
+    indentation relative to each other, every line after the first two spaces in, as the prompt's
+    `:= by\n  ` expects (audit 13e N4: a 4-space block no longer misparses). None for a declaration without
+    `:= by` (a term-mode proof: no tactic block to train on), for an empty block, and for a block that uses
+    a helper declared beside the main one (it would not compile alone). The same function prepares every
+    seed, in or outside MiniLean's fragment, and the seeds lean-dojo traces (leandojo_trace)."""
+    decls = list(_DECL.finditer(proof))
+    if not decls:
+        return _reindent(proof.split("\n"))
+    main = next((d for d in decls if name is not None and d.group(1) == name), decls[-1])
+    end = next((d.start() for d in decls if d.start() > main.start()), len(proof))
+    m = _BY.search(proof, main.end(), end)
     if m is None:
-        return proof.strip()
-    return ml.proof_of(proof[m.start():])
+        return None
+    first, _, rest = proof[m.end():end].partition("\n")
+    block = _reindent(rest.split("\n"), first)
+    helpers = {d.group(1) for d in decls if d is not main and d.group(1)}
+    if block is None or any(re.search(rf"(?<![\w.']){re.escape(h)}(?![\w'])", block) for h in helpers):
+        return None
+    return block
+
+
+def _reindent(lines: list[str], first: str = "") -> str | None:
+    """`first` (the rest of the `:= by` line) and the dedented `lines` as one block, every line after the
+    first two spaces in."""
+    body = [ln.rstrip() for ln in textwrap.dedent("\n".join(lines)).split("\n")]
+    out = ([first.strip()] if first.strip() else []) + body
+    while out and not out[0]:
+        out.pop(0)
+    while out and not out[-1]:
+        out.pop()
+    if not out:
+        return None
+    return out[0] + "".join("\n" + ("  " + ln if ln else "") for ln in out[1:])
 
 
 def _lean_text(text: str) -> str:
@@ -156,7 +189,12 @@ def read_problems(dataset: str, spec: dict, raw: Path) -> list[dict]:
         for path in sorted((raw / "MiniF2F" / "Test").glob("*.lean")):
             rows.append({"name": path.stem, "subset": "test", "lean": path.read_text()})
     elif dataset == "formalmath_lite":
-        for i, r in enumerate(read_records(raw / spec["file"])):
+        records = read_records(raw / spec["file"])
+        if spec.get("rows") is not None and len(records) != spec["rows"]:   # audit 13e N5: the Lite set, not a copy
+            raise DataError(f"{spec.get('hub_id', 'FormalMATH-Lite')}/{spec['file']} at {spec.get('revision')}: "
+                            f"{len(records)} rows, the FormalMATH-Lite set has {spec['rows']} "
+                            "(data.formalmath_lite.rows)")
+        for i, r in enumerate(records):
             name = r.get("theorem_names") or f"formalmath_{i}"
             name = name[0] if isinstance(name, list) else name
             rows.append({"name": str(name), "subset": "test", "lean": _lean_text(r[spec["statement_field"]])})
@@ -182,7 +220,7 @@ def parse_rows(rows: list[dict]) -> list[dict]:
             continue
         item = {**r, "prompt": st.prompt(), "in_fragment": st.in_fragment, "statement": st.header_text()}
         if r.get("proof") is not None:
-            proof = item["proof"] = tactic_block(r["proof"])
+            proof = item["proof"] = tactic_block(r["proof"], r.get("name"))
             if st.in_fragment and proof is not None:
                 item["verified"] = ml.check(st, proof)
         out.append(item)

@@ -326,17 +326,19 @@ def is_test(st: ml.Statement, fraction: float) -> bool:
 
 
 def evolve(seeds: list[tuple[ml.Statement, str]], spec: dict, seed: int,
-           test_fraction: float = 0.0) -> dict[str, list[tuple[ml.Statement, str]]]:
+           test_fraction: float = 0.0, parents: dict | None = None) -> dict[str, list[tuple[ml.Statement, str]]]:
     """The paper's pipeline on a seed set: EvolDomain and EvolDifficulty on the seeds, verification,
     then EvolAST on the seeds and on the verified outputs. {kind: [(statement, proof)]}, kinds:
     ast (of seeds), domain, difficulty, ast_of_evolved (EvolAST of the domain/difficulty outputs).
     An output in the test partition (is_test) is dropped (audit B1: an easier variant of a training
-    seed can be a test statement word for word)."""
+    seed can be a test statement word for word). `parents`, if given, gets {output name: the name of
+    the statement it was evolved from} (a seed, or for ast_of_evolved a domain / difficulty output):
+    stages.training_set drops every descendant of a problem it drops (audit 13e N1)."""
     rng = np.random.default_rng(seed)
     out = {"ast": [], "domain": [], "difficulty": [], "ast_of_evolved": []}
     seen = {statement_key(st) for st, _ in seeds}
 
-    def keep(kind, item, name):
+    def keep(kind, item, name, parent):
         if item is None:
             return None
         got = verified(item[0], item[1], name)
@@ -345,16 +347,18 @@ def evolve(seeds: list[tuple[ml.Statement, str]], spec: dict, seed: int,
         if got is not None and (key := statement_key(got[0])) not in seen:
             seen.add(key)
             out[kind].append(got)
+            if parents is not None:
+                parents[name] = parent
             return got
         return None
 
     for st, proof in seeds:
         for j, dom in enumerate(spec["domains"][: spec["domain_per_seed"]]):
-            keep("domain", domain_variant(st, proof, dom), f"{st.name}_dom{j}")
+            keep("domain", domain_variant(st, proof, dom), f"{st.name}_dom{j}", st.name)
         for j, delta in enumerate(spec["difficulty_deltas"]):
-            keep("difficulty", difficulty_variant(st, proof, delta, rng), f"{st.name}_diff{j}")
+            keep("difficulty", difficulty_variant(st, proof, delta, rng), f"{st.name}_diff{j}", st.name)
         for j in range(spec["ast_per_seed"]):
-            keep("ast", ast_variant(st, proof, rng), f"{st.name}_ast{j}")
+            keep("ast", ast_variant(st, proof, rng), f"{st.name}_ast{j}", st.name)
     for st, proof in out["domain"] + out["difficulty"]:
-        keep("ast_of_evolved", ast_variant(st, proof, rng), f"{st.name}_ast")
+        keep("ast_of_evolved", ast_variant(st, proof, rng), f"{st.name}_ast", st.name)
     return out

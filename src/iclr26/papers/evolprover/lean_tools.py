@@ -40,9 +40,12 @@ TOOLCHAIN = re.compile(r"^leanprover/lean4:v\d+\.\d+\.\d+(-rc\d+)?$")
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 # text no sampled proof may contain: it would end the file, change the rules, or add an axiom
 BANNED = ("sorry", "admit", "axiom", "#exit", "/-", "-/", "import", "set_option", "macro", "elab",
-          "@[implemented_by", "@[extern", "unsafe", "opaque")
+          "macro_rules", "elab_rules", "syntax", "notation", "infix", "infixl", "infixr", "prefix", "postfix",
+          "attribute", "run_cmd", "@[implemented_by", "@[extern", "unsafe", "opaque")
 # the words of BANNED match as whole Lean tokens (audit 13d L7: `importance`, `h_axiom_free` or `elabor` are
-# names, not commands); the symbols match anywhere
+# names, not commands); the symbols match anywhere. Whole-token matching no longer catches `macro_rules` or
+# `elab_rules` through `macro` / `elab`, so they and the other commands that change the syntax or the
+# attributes (all Lean keywords, never names) are listed themselves (audit 13e N6)
 _BANNED_RE = re.compile("|".join(
     rf"(?<![\w.'!?]){re.escape(b)}(?![\w'!?])" if b.isidentifier() else re.escape(b) for b in BANNED))
 

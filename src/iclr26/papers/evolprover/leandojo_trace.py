@@ -193,7 +193,7 @@ def trace_seed_corpus(cfg: dict, spec: dict, out_dir: Path, log=print, runner=su
     repo = work / "repo"
     seed_project(repo, toolchain, rev, [], lean["header"])
     lean_tools.build_project(repo, home, log, runner)   # Mathlib's cache, then the (empty) library
-    rows = [{**r, "proof": data.tactic_block(r["proof"])}
+    rows = [{**r, "proof": data.tactic_block(r["proof"], r["name"])}
             for r in data.read_problems("seeds", spec, Path(out_dir)) if r.get("proof")]
     rows = [r for r in rows if r["proof"]][: tr.get("n_candidates") or None]
     ok = lean_tools.check_problems([{"name": r["name"], "lean": r["lean"], "proofs": [r["proof"]]} for r in rows],

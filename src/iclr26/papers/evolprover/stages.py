@@ -23,10 +23,13 @@ Arms (the table's rows): seed_only; seed + EvolAST; seed + EvolDomain; seed + Ev
 evol_all (the pipeline); data_matched (as many training problems as evol_all, all drawn from the
 seed corpus: more data without evolution). `run_methods` names the arms run at a scale (tiny: seed_only,
 evol_all, data_matched); the others get no jobs there and no records, so their claims come out
-"untestable here". No arm trains on a test statement (training_set drops them).
+"untestable here". Training sets are decontaminated by training_set: no training problem equals a test
+statement up to the names of its variables and hypotheses and its layout, and no evolved problem descends
+from one so dropped (other rewrites of a test problem are not screened: see training_set).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -113,16 +116,25 @@ def prepare(job) -> dict:
         job.log("LLM-driven EvolDomain / EvolDifficulty are off (evolve.llm_evolutions): their rule-based "
                 "stand-ins and EvolAST run on the seeds inside the MiniLean fragment")
     # the rule-based evolutions need statements inside the MiniLean fragment (all of them at tiny)
-    pairs = [(ml.parse_theorem(r["lean"]), r["proof"]) for r in seeds if r.get("verified")]
+    # (named by the seed row's name: every evolved row's parent / origin is a row name; audit 13e N1)
+    pairs = [(replace(ml.parse_theorem(r["lean"]), name=r["name"]), r["proof"]) for r in seeds if r.get("verified")]
     from . import evol
 
     # the hash partition into train / test statements is the tiny generator's; real data is decontaminated
     # by training_set alone (audit L5: the partition would drop ~20% of EvolAST outputs for nothing)
     frac = spec["test_fraction"] if spec["source"] == "synthetic" else 0.0
-    evolved = evol.evolve(pairs, job.cfg["evolve"], job.cfg["evolve"]["seed"], frac)
+    parents: dict = {}
+    evolved = evol.evolve(pairs, job.cfg["evolve"], job.cfg["evolve"]["seed"], frac, parents)
+
+    def origin(name):   # the seed a chain of evolutions started from
+        while name in parents:
+            name = parents[name]
+        return name
+
     for kind, items in evolved.items():
         out = [{"name": st.name, "subset": kind, "lean": st.lean(proof), "prompt": st.prompt(),
-                "lean_prompt": _lean_prompt(st.lean()), "proof": proof, "in_fragment": True, "verified": True}
+                "lean_prompt": _lean_prompt(st.lean()), "proof": proof, "in_fragment": True, "verified": True,
+                "parent": parents[st.name], "origin": origin(st.name)}
                for st, proof in items]
         write_jsonl(job.out_dir / f"{kind}.jsonl", out)
         info[kind] = len(out)
@@ -157,13 +169,16 @@ def _llm_evolutions(job, spec: dict, seeds: list[dict], llm: dict) -> dict:
                 st = None
             prompt = st.prompt() if st is not None else " ".join(r["lean"][: r["lean"].rfind(":= by")].split()[2:])
             out.append({**r, "subset": kind, "prompt": prompt, "lean_prompt": _lean_prompt(r["lean"]),
-                        "in_fragment": bool(st is not None and st.in_fragment), "verified": True})
+                        "in_fragment": bool(st is not None and st.in_fragment), "verified": True,
+                        "parent": r["origin"]})
             if st is not None and st.in_fragment and ml.check(st, r["proof"]):   # EvolAST on the verified output
                 new, new_proof = evol.ast_variant(st, r["proof"], rng)
+                new = replace(new, name=f"{r['name']}_ast")
                 if ml.check(new, new_proof):
                     ast_rows.append({"name": new.name, "subset": "ast_of_evolved", "lean": new.lean(new_proof),
                                      "prompt": new.prompt(), "lean_prompt": _lean_prompt(new.lean()),
-                                     "proof": new_proof, "in_fragment": True, "verified": True})
+                                     "proof": new_proof, "in_fragment": True, "verified": True,
+                                     "parent": r["name"], "origin": r["origin"]})
         write_jsonl(job.out_dir / f"{kind}.jsonl", out)
         counts[f"rows_{kind}"] = len(out)
     write_jsonl(job.out_dir / "ast_of_evolved.jsonl", ast_rows)
@@ -208,21 +223,58 @@ def test_prompts(job) -> dict[str, str]:
     return {decontam_key(r["prompt"]): ds for ds in TESTS for r in read_jsonl(job.prepared_dir(ds) / "problems.jsonl")}
 
 
-def training_set(cfg: dict, prepared_dir: Path, method: str, exclude=frozenset(),
-                 dropped: dict | None = None) -> list[dict]:
-    """The arm's training problems; a problem whose prompt is a test statement up to renaming
-    (decontam_key in `exclude`, the test statements' keys) is dropped from every part first (audits B1,
-    M4), so no arm trains on a test statement; `dropped` counts them per test set (or per part)."""
-    def keep(r):
-        hit = decontam_key(r["prompt"]) in exclude
-        if hit and dropped is not None:
-            where = exclude.get(decontam_key(r["prompt"]), "test") if isinstance(exclude, dict) else "test"
-            dropped[where] = dropped.get(where, 0) + 1
-        return not hit
+EVOLVED = ("ast", "domain", "difficulty", "ast_of_evolved")
 
-    parts = {kind: [r for r in read_jsonl(prepared_dir / f"{kind}.jsonl") if keep(r)]
-             if (prepared_dir / f"{kind}.jsonl").exists() else []
-             for kind in ("seed", "ast", "domain", "difficulty", "ast_of_evolved", "reserve")}
+
+def training_set(cfg: dict, prepared_dir: Path, method: str, exclude=frozenset(),
+                 dropped: dict | None = None, descendants: dict | None = None) -> list[dict]:
+    """The arm's training problems, screened in every part before the arm's parts are taken:
+    (1) a problem whose prompt is a test statement up to the names of its variables and hypotheses and its
+        layout (decontam_key in `exclude`, the test statements' keys; audits B1, 13d M4) is dropped;
+        `dropped` counts them per test set;
+    (2) every evolved problem that descends from a problem dropped by (1) (its EvolAST / EvolDomain /
+        EvolDifficulty outputs and their EvolAST variants, by the rows' `parent` links written at prepare)
+        is dropped too (audit 13e N1: they are the dropped problem rewritten); `descendants` counts them per part.
+    Not screened: a training problem that equals a test problem only up to other rewrites (commuted,
+    re-associated, flipped, hypotheses reordered or binders regrouped) or in meaning, when it does not
+    descend from a dropped problem. At tiny scale the evolutions also drop their outputs in the
+    generator's test partition (evol.is_test)."""
+    rows = {kind: read_jsonl(prepared_dir / f"{kind}.jsonl") if (prepared_dir / f"{kind}.jsonl").exists() else []
+            for kind in ("seed", *EVOLVED, "reserve")}
+    for kind in EVOLVED:
+        if any("parent" not in r for r in rows[kind]):
+            raise ValueError(f"{prepared_dir / kind}.jsonl has rows without a parent (prepared before the "
+                             "descendant screen, audit 13e N1): run prepare again")
+    hit = set()
+
+    def is_test(r):
+        key = decontam_key(r["prompt"])
+        if key not in exclude:
+            return False
+        if dropped is not None:
+            where = exclude.get(key, "test") if isinstance(exclude, dict) else "test"
+            dropped[where] = dropped.get(where, 0) + 1
+        hit.add(r.get("name"))
+        return True
+
+    parts = {kind: [r for r in items if not is_test(r)] for kind, items in rows.items()}
+    hit.discard(None)
+    up = {r.get("name"): r["parent"] for kind in EVOLVED for r in rows[kind]}
+
+    def descends(r):
+        name, seen = r["parent"], set()
+        while name is not None and name not in seen:
+            if name in hit:
+                return True
+            seen.add(name)
+            name = up.get(name)
+        return r.get("origin") in hit
+
+    for kind in EVOLVED:
+        kept = [r for r in parts[kind] if not descends(r)]
+        if descendants is not None:
+            descendants[kind] = len(parts[kind]) - len(kept)
+        parts[kind] = kept
     arms = cfg["train"]["arms"]
     if method == "data_matched":   # as many problems as the full pipeline's set, all from the seed corpus
         n = sum(len(parts[k]) for k in arms["evol_all"])
@@ -264,8 +316,10 @@ def train(job) -> dict:
     cfg = job.cfg
     device = pick_device(cfg.get("device"))
     dropped: dict = {}
-    items = training_set(cfg, job.prepared_dir("seeds"), job.method, test_prompts(job), dropped)
-    job.log(f"{len(items)} training problems; dropped as test statements (up to renaming), per test set: {dropped}")
+    descendants: dict = {}
+    items = training_set(cfg, job.prepared_dir("seeds"), job.method, test_prompts(job), dropped, descendants)
+    job.log(f"{len(items)} training problems; dropped as test statements (up to renaming), per test set: {dropped}; "
+            f"evolved descendants of those dropped, per part: {descendants}")
     full = bool(cfg["model"].get("source"))
     if full:
         from iclr26.core.acquire import model_path
@@ -299,7 +353,7 @@ def train(job) -> dict:
                 "final_loss": float(np.mean(losses[-tail:]))}
 
     return {"units": job.units([f"s{s}" for s in job.seeds], work), "examples": len(items),
-            "dropped_as_test": dropped}
+            "dropped_as_test": dropped, "dropped_descendants": descendants}
 
 
 # ----------------------------------------------------------------------------- evaluation
