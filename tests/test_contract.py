@@ -35,6 +35,14 @@ from iclr26.core.paper import all_papers
 
 PAPERS = sorted(all_papers())
 GOLDEN = Path(__file__).parent / "golden"
+# Columns that float rounding moves by more than the tolerance below on CPUs with other vector units
+# (seen between an AVX2 and an AVX-512 machine): a rank metric jumps by one item when two near-tied
+# scores swap, and a correlation of near-equal terms loses digits. Each gets one item's step as its
+# absolute tolerance: DART's smoke run ranks 12 clips (A->T) and 60 captions (T->A).
+MACHINE_SENSITIVE = {
+    "dart": {**{f"r{k}_a2t": 100 / 12 + 1e-6 for k in (1, 5, 10)}, **{f"r{k}_t2a": 100 / 60 + 1e-6 for k in (1, 5, 10)},
+             "r1_mean": 100 / 12 / 2 + 1e-6, "ram_nuis_corr": 1e-4},
+}
 
 
 def _flat(records: pd.DataFrame) -> pd.DataFrame:
@@ -60,7 +68,8 @@ def check_golden(slug: str, records: pd.DataFrame) -> None:
         if pd.api.types.is_numeric_dtype(theirs) and pd.api.types.is_numeric_dtype(ours):
             # rtol 1e-5, atol 1e-7: CPUs with other vector units round float32 kernels differently (seen: 3e-6
             # relative; 1e-8 absolute on a KL near 1e-3, a difference of nearly equal terms)
-            same = np.isclose(ours.to_numpy(float), theirs.to_numpy(float), rtol=1e-5, atol=1e-7, equal_nan=True)
+            atol = MACHINE_SENSITIVE.get(slug, {}).get(column, 1e-7)
+            same = np.isclose(ours.to_numpy(float), theirs.to_numpy(float), rtol=1e-5, atol=atol, equal_nan=True)
         else:
             same = ((ours.astype(str) == theirs.astype(str)) | (ours.isna() & theirs.isna())).to_numpy()
         assert same.all(), f"{slug}: column {column!r} differs from {path} in rows {np.flatnonzero(~same)[:5]}"
