@@ -46,6 +46,22 @@ theorem mathd_algebra_478
   v = 65 := by sorry"""
 
 
+def _seeds_job(raw, out_dir, cfg):
+    """A stand-in for core.job.Job with what stages.prepare reads of the seeds dataset."""
+    class Job:
+        dataset = "seeds"
+
+        @staticmethod
+        def raw_dir(ds="seeds"):
+            return raw
+
+        @staticmethod
+        def log(msg, **kw):
+            pass
+    Job.out_dir, Job.cfg = out_dir, cfg
+    return Job
+
+
 def test_parser_reads_a_real_minif2f_file():
     st = ml.parse_theorem(MINIF2F_FILE)
     assert st.name == "mathd_algebra_478"
@@ -427,20 +443,10 @@ def test_lean_workbook_proofs_become_tactic_blocks_at_full_scale(tmp_path, monke
     raw.mkdir()
     (raw / spec["file"]).write_text("".join(json.dumps(r) + "\n" for r in rows))   # JSON lines (read_records)
 
-    class Job:
-        dataset = "seeds"
-        cfg = {"data": {"seeds": {**spec, "test_fraction": 0.2}}, "model": {"source": "deepseek-ai/x"},
-               "evolve": {"n_seeds": 10, "seed": 0, "llm_evolutions": False, "domains": ["seq"], "domain_per_seed": 1,
-                          "difficulty_deltas": [1], "ast_per_seed": 1}}
-        out_dir = tmp_path / "prepared"
-
-        @staticmethod
-        def raw_dir(ds="seeds"):
-            return raw
-
-        @staticmethod
-        def log(msg, **kw):
-            pass
+    Job = _seeds_job(raw, tmp_path / "prepared", {
+        "data": {"seeds": {**spec, "test_fraction": 0.2}}, "model": {"source": "deepseek-ai/x"},
+        "evolve": {"n_seeds": 10, "seed": 0, "llm_evolutions": False, "domains": ["seq"], "domain_per_seed": 1,
+                   "difficulty_deltas": [1], "ast_per_seed": 1}})
     Job.out_dir.mkdir()
     fractions, real = [], evol.evolve
     monkeypatch.setattr(evol, "evolve", lambda *a, **k: fractions.append(a[3]) or real(*a, **k))
@@ -969,18 +975,8 @@ def _prepared_seeds(tmp_path, n_seeds=40):
     out.mkdir()
     data.write_tiny("seeds", spec, raw)
 
-    class Job:
-        dataset = "seeds"
-        out_dir = out
-
-        @staticmethod
-        def raw_dir(ds="seeds"):
-            return raw
-
-        @staticmethod
-        def log(msg, **kw):
-            pass
-    Job.cfg = {"data": {"seeds": spec}, "model": {"source": None}, "evolve": {**cfg["evolve"], "n_seeds": n_seeds}}
+    Job = _seeds_job(raw, out, {"data": {"seeds": spec}, "model": {"source": None},
+                                "evolve": {**cfg["evolve"], "n_seeds": n_seeds}})
     stages.prepare(Job())
     rows = {kind: [json.loads(line) for line in (out / f"{kind}.jsonl").read_text().splitlines()]
             for kind in ("seed", *stages.EVOLVED)}
