@@ -188,6 +188,56 @@ def test_pass_at_k_is_the_unbiased_estimator():
         prover.pass_at_k(4, 1, 8)
 
 
+def test_tiny_prover_without_transformers_equals_core_lm_bit_for_bit(tmp_path):
+    """decoder.Qwen2Tiny / TinyQwen2 / sample / WordTokenizer stand in for core.lm.model.build_model +
+    core.lm.generate + core.lm.tokenizer.load_tokenizer at tiny scale: the same initial weights, the same losses
+    and weights after train_lm (padded batches), a save_pretrained folder transformers loads, the same sampled
+    tokens (left-padded prompts of several lengths, repeated prompts, rows ending at eos at different steps,
+    several batches, greedy too), the same token ids and texts."""
+    import torch
+
+    from iclr26.core.lm.generate import generate
+    from iclr26.core.lm.model import build_model, train_lm
+    from iclr26.core.lm.tokenizer import build_tokenizer, load_tokenizer
+    from iclr26.papers.evolprover import decoder
+
+    tok = build_tokenizer([f"w{i}" for i in range(20)])
+    spec = {"source": None, "attn_implementation": "sdpa",
+            "config": {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2,
+                       "intermediate_size": 32, "max_position_embeddings": 64}}
+    ref, mine = build_model(spec, tok, seed=3), decoder.Qwen2Tiny.from_spec(spec, tok, seed=3)
+    assert list(ref.state_dict()) == list(mine.state_dict())
+    assert all(torch.equal(v, mine.state_dict()[k]) for k, v in ref.state_dict().items())
+    rng = np.random.default_rng(0)
+    seqs = [rng.integers(7, len(tok), size=rng.integers(3, 12)).tolist() + [tok.eos_token_id] for _ in range(20)]
+    starts = [int(rng.integers(1, 3)) for _ in seqs]
+    losses = [train_lm(m, seqs, starts, tok.pad_token_id, 6, 4, 1e-2, 0, warmup=2) for m in (ref, mine)]
+    assert losses[0] == losses[1]
+    assert all(torch.equal(v, mine.state_dict()[k]) for k, v in ref.state_dict().items())
+    mine.save_pretrained(tmp_path / "m")
+    loaded = build_model({"source": str(tmp_path / "m")}, tok)   # transformers reads our folder
+    assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in ref.state_dict().items())
+    prompts = [s[: starts[i] + 2] for i, s in enumerate(seqs[:6])]   # of 3 and 4 tokens: left-padded batches
+    padded = [p for p in prompts for _ in range(5)]
+    same = [s[:3] for s in seqs[6:10] for _ in range(3)]              # no padding: sdpa without a mask
+    tiny = decoder.TinyQwen2(tmp_path / "m")
+    lengths = set()
+    for temperature, seed, flat in ((1.0, 5, padded), (1.0, 6, padded), (0.0, 0, padded), (1.0, 7, same)):
+        want = generate(loaded.eval(), flat, tok.pad_token_id, tok.eos_token_id, 9, temperature=temperature, seed=seed,
+                        batch_size=12).tokens
+        got = decoder.sample(tiny, flat, tok.pad_token_id, tok.eos_token_id, 9, temperature, seed, 12)
+        assert got == want
+        lengths |= {len(t) for t in want}
+    assert len(lengths) > 2   # rows left the batch at different steps
+    tok.save_pretrained(str(tmp_path / "tok"))
+    words, ref_tok = decoder.WordTokenizer(tmp_path / "tok"), load_tokenizer(tmp_path / "tok")
+    assert (words.pad_token_id, words.eos_token_id) == (ref_tok.pad_token_id, ref_tok.eos_token_id)
+    for text in ("w1 w2  w13", "w4 <think> w5 </think> <eos>", "nope w3"):
+        ids = ref_tok.encode(text, add_special_tokens=False)
+        assert words.encode(text) == ids
+        assert words.decode(ids, skip_special_tokens=True) == ref_tok.decode(ids, skip_special_tokens=True)
+
+
 def test_evolutions_are_verified_and_type_two_stays_held_out():
     pool = evol.seed_pool(24, 5, ["amgm", "cauchy", "misc", "identity"])
     seeds = [(s, p) for s, p, _ in pool]

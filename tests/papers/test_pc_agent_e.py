@@ -516,3 +516,43 @@ def test_full_scale_prepare_keeps_the_press_key_rewrite_verbatim_and_checks_scre
     (tmp_path / "broken.png").write_bytes(b"not a png")
     with pytest.raises(DataError, match="1 screenshots do not open: .*broken.png"):
         full.check_examples([ex, {**ex, "images": [str(tmp_path / "broken.png")]}])
+
+
+def test_seeds_trained_side_by_side_equal_each_seed_trained_alone():
+    """student.train_seeds (the seeds of an arm in one Stacked module) against the plain loop over one
+    Policy per seed: the same init, minibatches and step count per seed, so the same weights up to rounding;
+    a seed with fewer steps keeps its weights at its own last step."""
+    import torch
+
+    from iclr26.papers.pc_agent_e import student
+
+    cfg = {"student": {"width": 8, "vocab": 64, "lr": 1e-2, "batch_size": 8, "epochs": 1, "thought_weight": 0.5}}
+    rng = np.random.default_rng(0)
+
+    def ex(n):
+        return {"obs": (rng.random((n, md.C, md.H, md.W)) < 0.1).astype(np.float32),
+                "instr": np.array([f"turn on option {i % 3}" for i in range(n)]),
+                "prev": rng.integers(0, len(data.PREV_KINDS), n), "action": rng.integers(0, md.VOCAB, n),
+                "subgoal": rng.integers(0, md.K + 1, n)}
+
+    exs, seeds, steps = [ex(40), ex(30)], [3, 5], [4, 2]
+    got = student.train_seeds(cfg, exs, seeds, steps)
+    for e, seed, k, (net, losses) in zip(exs, seeds, steps, got):
+        ref = student.build(cfg, seed)
+        opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
+        gen = torch.Generator().manual_seed(seed)
+        obs, bow = torch.from_numpy(e["obs"]), torch.from_numpy(student.bag_of_words(e["instr"], 64))
+        prev, act, goal = (torch.from_numpy(e[x]) for x in ("prev", "action", "subgoal"))
+        want = []
+        for _ in range(k):
+            idx = torch.randint(len(act), (8,), generator=gen)
+            logits, glog = ref(obs[idx], bow[idx], prev[idx])
+            loss = torch.nn.functional.cross_entropy(logits, act[idx]) + 0.5 * torch.nn.functional.cross_entropy(
+                glog, goal[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            want.append(float(loss.detach()))
+        assert len(losses) == k and np.allclose(losses, want, atol=1e-5)
+        for name, value in ref.state_dict().items():
+            assert torch.allclose(net.state_dict()[name], value, atol=1e-5), name

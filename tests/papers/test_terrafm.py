@@ -60,6 +60,24 @@ def test_loader_converts_units_and_resamples_native_resolutions(raw, tmp_path):
     assert [b.shape for b in bands] == [(8, 8), (8, 8)] and np.allclose(bands[1], 5)
 
 
+def test_band_tiffs_agree_with_pillow_both_ways():
+    """The generator's own TIFF writer and fast reader against Pillow's codec: Pillow reads what we
+    write, and we read what Pillow writes (uncompressed: the fast path; deflate: Pillow's path)."""
+    import io
+
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for a in (rng.integers(0, 10000, (16, 16)).astype(np.uint16), rng.random((7, 5)).astype(np.float32),
+              rng.integers(0, 255, (9, 9)).astype(np.uint8)):
+        assert np.array_equal(np.asarray(Image.open(io.BytesIO(mt.tif_bytes(a)))), a)
+        for compression in (None, "tiff_deflate"):
+            buf = io.BytesIO()
+            Image.fromarray(a).save(buf, format="TIFF", compression=compression)
+            back = mt.read_tif_bytes(buf.getvalue())
+            assert back.dtype == a.dtype and np.array_equal(back, a)
+
+
 def test_labels_are_long_tailed():
     p = mt.zipf_probs(11, 1.3)
     assert np.all(np.diff(p) < 0) and p[0] / p[-1] == pytest.approx(11**1.3)
@@ -102,6 +120,35 @@ def test_fusion_is_a_convex_combination_of_modality_values():
     assert not torch.allclose(enc(x), enc({"s2l2a": x["s2l2a"]}), atol=1e-3)
 
 
+def test_encoder_fast_paths_equal_the_torch_modules():
+    """The patch embedding as a linear map equals the Conv2d; the blocks run by model.block (and the
+    CLS-only last block) equal nn.TransformerEncoder's forward; views batched through the shared
+    transformer (forward_views) equal one forward per view."""
+    torch.manual_seed(0)
+    net = model.build({"model": {**CFG["model"], "depth": 2}})
+    enc = net.encoder
+    x = torch.randn(3, 12, 16, 16)
+    conv = enc.embed["s2l2a"](x).flatten(2).transpose(1, 2)
+    assert torch.allclose(enc.patchify("s2l2a", x), conv, atol=1e-5)
+    with torch.no_grad():
+        for train in (True, False):
+            net.train(train)
+            for size in (16, 8):
+                tokens = enc.tokens({"s2l2a": torch.randn(3, 12, size, size)})
+                n = int(tokens.shape[1] ** 0.5)
+                pos = enc.pos if n == enc.grid else torch.cat(
+                    [enc.pos[:, :1], enc._interpolate(enc.pos[0, 1:], n)[None]], 1)
+                h = torch.cat([enc.cls.expand(3, -1, -1), tokens], 1) + pos
+                reference = enc.norm(enc.blocks(h))[:, 0]
+                assert torch.allclose(enc.trunk(tokens), reference, atol=1e-5)
+        net.train()
+        views = [{m: torch.randn(4, c, size, size) for m, c in model.CHANNELS.items()} for size in (16, 16, 8)]
+        kinds = [["fused"] * 4, ["s1rtc", "s2l2a", "s1rtc", "fused"], ["s2l1c"] * 4]
+        batched = model.forward_views(net, views, kinds)
+        for v, k, out in zip(views, kinds, batched):
+            assert torch.allclose(out, model.forward_view(net, v, k), atol=1e-5)
+
+
 def test_dino_loss_and_dual_centering():
     s = [torch.randn(4, 10) for _ in range(3)]
     t = [torch.randn(4, 10) for _ in range(2)]
@@ -134,9 +181,19 @@ def test_knn_weighted_vote_and_tail_classes():
     pred = probe.knn_predict(train, np.array([0, 0, 1]), np.array([[0.1, 1.0], [1.0, 0.0]]), k=1, temperature=0.07,
                              n_classes=2)
     assert list(pred) == [1, 0]
+    # against a plain reference: per test point, the k most cosine-similar train points vote exp(sim / T)
+    rng = np.random.default_rng(0)
+    tr, te, y = rng.normal(size=(40, 6)), rng.normal(size=(15, 6)), rng.integers(0, 3, 40)
+    unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)   # noqa: E731
+    expected = []
+    for sim in unit(te) @ unit(tr).T:
+        near = np.argsort(-sim)[:5]
+        expected.append(np.bincount(y[near], weights=np.exp(sim[near] / 0.07), minlength=3).argmax())
+    assert list(probe.knn_predict(tr, y, te, 5, 0.07, 3)) == expected
     assert probe.tail_classes(np.array([0, 0, 0, 1, 1, 2]), 4, 2) == [3, 2]
     sc = probe.scores(np.array([0, 0, 1, 2]), np.array([0, 1, 1, 0]), [1, 2])
     assert sc["oa"] == 0.5 and sc["tail_acc"] == 0.5
+    assert sc["balanced_acc"] == (0.5 + 1 + 0) / 3   # mean recall over the classes present in y_true
 
 
 # ----------------------------------------------------------------------------- full-scale path offline

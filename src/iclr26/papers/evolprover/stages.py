@@ -308,11 +308,10 @@ def _texts(cfg, item) -> tuple[str, str]:
 def train(job) -> dict:
     import torch
 
-    from iclr26.core.lm.model import build_model, quiet_transformers, train_lm
+    from iclr26.core.lm.model import build_model, train_lm
     from iclr26.core.lm.tokenizer import build_tokenizer, load_tokenizer
     from iclr26.core.runtime import pick_device
 
-    quiet_transformers()
     cfg = job.cfg
     device = pick_device(cfg.get("device"))
     dropped: dict = {}
@@ -333,13 +332,20 @@ def train(job) -> dict:
         seqs, starts = prover.examples(tokenizer, [_texts(cfg, it) for it in items])
         folder = job.out_dir / f"prover_s{seed}"
         if full:
+            from iclr26.core.lm.model import quiet_transformers
             from iclr26.core.lm.train import save_trained, train_recipe
 
+            quiet_transformers()
             model = build_model(cfg["model"], tokenizer, device=device)
             model, losses = train_recipe(model, seqs, starts, tokenizer.pad_token_id, cfg["train"], seed, log=job.log)
             save_trained(model, folder)
-        else:
-            model = build_model(cfg["model"], tokenizer, seed=seed).to(device)
+        else:   # tiny: core.lm.model.build_model's Qwen2 without transformers' model code (decoder.Qwen2Tiny)
+            from .decoder import Qwen2Tiny
+
+            if cfg["model"].get("attn_implementation") == "sdpa":
+                model = Qwen2Tiny.from_spec(cfg["model"], tokenizer, seed=seed).to(device)
+            else:
+                model = build_model(cfg["model"], tokenizer, seed=seed).to(device)
             losses = train_lm(model, seqs, starts, tokenizer.pad_token_id, cfg["train"]["steps"],
                               cfg["train"]["batch_size"], cfg["train"]["lr"], seed, warmup=cfg["train"]["warmup"],
                               log=job.log)
@@ -358,14 +364,24 @@ def train(job) -> dict:
 
 # ----------------------------------------------------------------------------- evaluation
 def load_prover(job, seed: int):
-    from iclr26.core.lm.model import build_model, quiet_transformers
-    from iclr26.core.lm.tokenizer import load_tokenizer
+    """(model, tokenizer) of the seed's prover: the tiny one (trained from config) as decoder.TinyQwen2 and
+    decoder.WordTokenizer, which sample the same proofs without importing transformers; the full one through
+    core.lm."""
     from iclr26.core.runtime import pick_device
 
-    quiet_transformers()
     folder = job.out_dir / f"prover_s{seed}"
-    tokenizer = load_tokenizer(folder / "tokenizer")
     device = pick_device(job.cfg.get("device"))
+    spec = job.cfg["model"]
+    if not spec.get("source") and spec.get("attn_implementation") == "sdpa" and device == "cpu":
+        from .decoder import TinyQwen2, WordTokenizer
+
+        return TinyQwen2(folder), WordTokenizer(folder / "tokenizer")
+    from iclr26.core.lm.model import build_model, quiet_transformers
+    from iclr26.core.lm.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(folder / "tokenizer")
+
+    quiet_transformers()
     if (folder / "adapter_config.json").exists():   # full scale: the hub base + its LoRA adapters
         from iclr26.core.lm.train import load_adapters
 

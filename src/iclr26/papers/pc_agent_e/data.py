@@ -19,6 +19,7 @@ whose thought or action does not parse.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +76,7 @@ def subgoal_of(env: md.MiniDesk, action: str) -> int:
     return env.subgoal()
 
 
+@lru_cache(maxsize=65536)
 def split_response(text: str | None) -> tuple[str, str] | None:
     """(thought, action) of a response (the official refine_response), None if malformed."""
     if not text or "\n\nAction: " not in text:
@@ -320,6 +322,7 @@ def examples(lines: list[dict], tasks: dict[str, dict], use_human: bool, use_boo
 PREV_KINDS = ("none", "click", "hotkey", "type", "press", "wait", "scroll", "other")
 
 
+@lru_cache(maxsize=4096)
 def prev_kind(action: str) -> int:
     if action == "none":
         return 0
@@ -354,3 +357,33 @@ def coverage(lines: list[dict], tasks: dict[str, dict], boost_count: int) -> dic
     covered = sum(s is None or s in human for s in succ)
     return {"boost_coverage": covered / max(len(succ), 1), "boost_kept": len(succ),
             "human_state_types": len(human)}
+
+
+# ----------------------------------------------------------------------------- evaluation
+def rollout(cfg: dict, tasks: list[dict], act_fn) -> np.ndarray:
+    """Runs every task to `finish`/`fail` or env.max_steps; success = the evaluator on the final
+    state. act_fn(envs, obs batch, prev kinds) -> action strings (one batched call per step)."""
+    envs = [md.MiniDesk(cfg["env"]["max_steps"]) for _ in tasks]
+    obs = [e.reset(options={"task": t})[0] for e, t in zip(envs, tasks)]
+    prev = ["none"] * len(tasks)
+    success = np.zeros(len(tasks))
+    active = list(range(len(tasks)))
+    while active:
+        actions = act_fn([envs[i] for i in active], np.stack([obs[i] for i in active]),
+                         [prev_kind(prev[i]) for i in active])
+        still = []
+        for i, a in zip(active, actions):
+            obs[i], r, done, trunc, _ = envs[i].step(a)
+            prev[i] = a
+            if done or trunc:
+                success[i] = r
+            else:
+                still.append(i)
+        active = still
+    return success
+
+
+def teacher_actor(teacher: Teacher):
+    def act(envs, obs, prev):
+        return [teacher.action(e) for e in envs]
+    return act

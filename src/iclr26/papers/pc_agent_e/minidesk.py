@@ -23,6 +23,7 @@ one label channel per option name. Actions are the strings of the paper's action
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import gymnasium as gym
 import numpy as np
@@ -42,6 +43,7 @@ N_CLICK = H * W
 VOCAB = N_CLICK + len(OTHER) + K
 
 
+@lru_cache(maxsize=4096)
 def click(cell: int) -> str:
     r, c = divmod(int(cell), W)
     return f"click ({c * CELL + CELL // 2}, {r * CELL + CELL // 2})"
@@ -58,8 +60,10 @@ def action_string(index: int) -> str:
 _CLICK = re.compile(r"^(click|right click|double click) \((-?\d+), ?(-?\d+)\)$")
 
 
+@lru_cache(maxsize=65536)
 def parse(action: str) -> tuple[str, object] | None:
-    """(kind, argument) of an action string of the 12-action space; None if it does not parse."""
+    """(kind, argument) of an action string of the 12-action space; None if it does not parse
+    (a pure function of the string, cached: the scripted agents parse the same few strings often)."""
     action = action.strip()
     if m := _CLICK.match(action):
         x, y = int(m.group(2)), int(m.group(3))
@@ -144,11 +148,11 @@ class MiniDesk(gym.Env):
     """One task per episode: `reset(options={"task": task_json})`; `step(action_string)`."""
 
     metadata = {"render_modes": []}
+    observation_space = gym.spaces.Box(0.0, 1.0, (C, H, W), np.float32)   # one per class: nothing samples them
+    action_space = gym.spaces.Text(max_length=128)
 
     def __init__(self, max_steps: int = 30):
         self.max_steps = max_steps
-        self.observation_space = gym.spaces.Box(0.0, 1.0, (C, H, W), np.float32)
-        self.action_space = gym.spaces.Text(max_length=128)
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -227,8 +231,8 @@ class MiniDesk(gym.Env):
     # ------------------------------------------------------------ what the scripted agents read
     def remaining(self) -> list[int]:
         """Options whose state differs from the evaluator's expected state (targets first)."""
-        want = self.task["evaluator"]["expected"]["rules"]["match"]
-        wrong = [k for k in range(K) if self.state["options"][k] != want[k]]
+        want, have = self.task["evaluator"]["expected"]["rules"]["match"], self.state["options"].tolist()
+        wrong = [k for k in range(K) if have[k] != want[k]]
         return sorted(wrong, key=lambda k: (k not in self.task["targets"], k))
 
     def correct_actions(self) -> list[str]:

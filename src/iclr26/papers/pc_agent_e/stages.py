@@ -124,16 +124,26 @@ def train(job) -> dict:
 
     from . import student
 
-    def work(key):
-        seed = int(key[1:])
-        ex = arm_examples(job, seed)
-        steps = None
+    trained: dict[str, dict] = {}
+
+    def train_all() -> None:
+        """Every seed of the job at once (student.train_seeds: the seeds side by side, each as if alone);
+        a restarted job retrains them all, so a seed's result does not depend on where the job stopped."""
+        seeds = list(job.seeds)
+        exs = [arm_examples(job, seed) for seed in seeds]
+        steps = [None] * len(seeds)
         if job.method == "human_only_eq_steps":   # the boost arm's step count for this seed
-            steps = student.sft_steps(job.cfg, _summary(job, seed)["boost_examples"])
-        net, losses = student.train(job.cfg, ex, seed, steps)
-        torch.save(net.state_dict(), job.out_dir / f"student_{key}.pt")
-        return {"n_train": len(ex["action"]), "steps": len(losses), "first_loss": float(np.mean(losses[:10])),
-                "last_loss": float(np.mean(losses[-10:])), **student.fit(job.cfg, net, ex)}
+            steps = [student.sft_steps(job.cfg, _summary(job, seed)["boost_examples"]) for seed in seeds]
+        for seed, ex, (net, losses) in zip(seeds, exs, student.train_seeds(job.cfg, exs, seeds, steps)):
+            torch.save(net.state_dict(), job.out_dir / f"student_s{seed}.pt")
+            trained[f"s{seed}"] = {"n_train": len(ex["action"]), "steps": len(losses),
+                                   "first_loss": float(np.mean(losses[:10])), "last_loss": float(np.mean(losses[-10:])),
+                                   **student.fit(job.cfg, net, ex)}
+
+    def work(key):
+        if not trained:
+            train_all()
+        return trained[key]
 
     return {"units": job.units([f"s{seed}" for seed in job.seeds], work)}
 
@@ -141,10 +151,6 @@ def train(job) -> dict:
 def evaluate(job) -> dict:
     if full.is_full(job.cfg):
         return full.evaluate(job)
-    import torch
-
-    from . import student
-
     cfg, records = job.cfg, []
     tests = _tasks(job, "test")
     apps = np.array([t["snapshot"] for t in tests])
@@ -152,14 +158,17 @@ def evaluate(job) -> dict:
     nan = float("nan")
     for seed in job.seeds:
         unit = trained.get(f"s{seed}", {})
-        if job.method == "teacher":
-            actor = student.teacher_actor(data.Teacher(cfg["teacher"]["eps"], 0.0, np.random.default_rng([seed, 30])))
+        if job.method == "teacher":   # no torch: the scripted teacher needs none
+            actor = data.teacher_actor(data.Teacher(cfg["teacher"]["eps"], 0.0, np.random.default_rng([seed, 30])))
         else:
+            import torch
+
+            from . import student
             net = student.build(cfg, seed)
             if job.method in STUDENTS:
                 net.load_state_dict(torch.load(job.out_dir / f"student_s{seed}.pt", weights_only=True))
             actor = student.student_actor(cfg, net)
-        success = student.rollout(cfg, tests, actor)
+        success = data.rollout(cfg, tests, actor)
         # the Boost claims' coverage check, measured on this seed's data by prepare (mechanism)
         cover = 100 * _summary(job, seed)["boost_coverage"] if job.method == "boost" else nan
         for app in ("total", *md.APPS):

@@ -8,8 +8,9 @@ one row per grid cell and product; `product_id`, `grid_cell` (e.g. "123U_456R"),
 GeoTIFF file's bytes: S2 (L2A: B01 B02 B03 B04 B05 B06 B07 B08 B8A B09 B11 B12; L1C adds B10) as
 uint16 reflectance x 10^4 and `cloud_mask` (uint8); S1RTC `vv`, `vh` as float32 linear backscatter
 (the Major-TOM thumbnail script takes 10 log10 of them: the loader converts to dB the same way).
-Band rasters are written and read with Pillow's TIFF codec (a single-band TIFF is what the
-Major-TOM helpers open with rasterio's MemoryFile; rasterio is not in the project's environments).
+Band rasters are single-band TIFF files (what the Major-TOM helpers open with rasterio's MemoryFile;
+rasterio is not in the project's environments): written as one uncompressed strip and read by a
+small struct/numpy reader when they are one, with Pillow's TIFF codec otherwise (see tif_bytes).
 
 WorldCover-like labels are a separate table (`worldcover/labels.parquet`: grid_cell, `label_map`
 as uint8 TIFF bytes holding ESA WorldCover class codes); Major-TOM itself ships no labels.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -35,16 +37,45 @@ S1_NODATA = -32768.0
 
 
 # ----------------------------------------------------------------------------- band blobs
-def tif_bytes(array: np.ndarray) -> bytes:
-    """One band as a single-band TIFF file's bytes (uint16, uint8 or float32)."""
-    from PIL import Image
+# A single-band TIFF is written and, when it is one uncompressed strip, read with struct and numpy
+# (baseline TIFF 6.0 tags; 20x faster than Pillow's codec for the generator's thousands of small
+# rasters). Pillow writes the same image and reads these files (tests); any other TIFF (compressed,
+# tiled, several strips, big-endian: the real Major-TOM GeoTIFFs) is read with Pillow.
+_TIF_TYPES = {np.dtype(np.uint8): (8, 1), np.dtype(np.uint16): (16, 1), np.dtype(np.float32): (32, 3)}
+_TIF_DTYPES = {(8, 1): np.dtype(np.uint8), (16, 1): np.dtype("<u2"), (32, 3): np.dtype("<f4")}
 
-    buf = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(array)).save(buf, format="TIFF")
-    return buf.getvalue()
+
+def tif_bytes(array: np.ndarray) -> bytes:
+    """One band as a single-band TIFF file's bytes (uint16, uint8 or float32): little-endian, one
+    uncompressed strip, BlackIsZero (the layout Pillow writes for these modes)."""
+    a = np.ascontiguousarray(array)
+    bits, sample_format = _TIF_TYPES[a.dtype.newbyteorder("=")]
+    a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+    h, w = a.shape
+    n_tags = 11
+    start = 8 + 2 + 12 * n_tags + 4   # header, IFD (count, entries, next-IFD offset), then the pixels
+    tags = [(256, 4, w), (257, 4, h), (258, 3, bits), (259, 3, 1), (262, 3, 1), (273, 4, start), (277, 3, 1),
+            (278, 4, h), (279, 4, a.nbytes), (284, 3, 1), (339, 3, sample_format)]
+    ifd = b"".join(struct.pack("<HHIHH" if kind == 3 else "<HHII", tag, kind, 1, value, *((0,) if kind == 3 else ()))
+                   for tag, kind, value in tags)
+    return b"II*\0" + struct.pack("<IH", 8, n_tags) + ifd + b"\0\0\0\0" + a.tobytes()
 
 
 def read_tif_bytes(blob: bytes) -> np.ndarray:
+    if blob[:4] == b"II*\0":
+        (off,) = struct.unpack_from("<I", blob, 4)
+        (n,) = struct.unpack_from("<H", blob, off)
+        tags = {}
+        for i in range(n):
+            tag, kind, count, value = struct.unpack_from("<HHI4s", blob, off + 2 + 12 * i)
+            tags[tag] = struct.unpack_from("<H" if kind == 3 else "<I", value)[0] \
+                if count == 1 and kind in (3, 4) else None
+        dtype = _TIF_DTYPES.get((tags.get(258, 1), tags.get(339, 1)))
+        h, w, start = tags.get(257), tags.get(256), tags.get(273)
+        if dtype is not None and tags.get(259, 1) == 1 and tags.get(277, 1) == 1 and tags.get(262) == 1 \
+                and tags.get(284, 1) == 1 and h and w and start is not None \
+                and tags.get(279) == h * w * dtype.itemsize and start + h * w * dtype.itemsize <= len(blob):
+            return np.frombuffer(blob, dtype, h * w, start).reshape(h, w).astype(dtype.newbyteorder("="))
     from PIL import Image
 
     return np.asarray(Image.open(io.BytesIO(blob)))

@@ -11,6 +11,10 @@ attention-weighted mean over modalities (the released file does not show the que
 position and a linear key per token, softmax over the modalities at scale 1/sqrt(A), card 12 §2).
 A CLS token, position embeddings (interpolated for local crops, as DINO) and pre-norm transformer
 blocks (torch.nn.TransformerEncoderLayer, LayerNorm eps 1e-6); the output is the normed CLS token.
+For CPU time the same computation runs with fewer small ops (equal to float rounding; the tests
+compare each with the torch module it replaces): the patch convolution as a linear map on flattened
+patches, the blocks by `block` with attention written out, the last block for the CLS token only,
+and in training every view of one crop size through the shared transformer and head as one batch.
 
 DINO (Caron et al. 2021): loss sum over pairs of distinct views of
 -softmax((g_t - c) / tau_t) . log_softmax(g_s / tau_s); teacher = EMA of the student; centre c = EMA
@@ -29,6 +33,7 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+from numpy.lib.stride_tricks import sliding_window_view
 from torch import nn
 
 CHANNELS = {"s2l2a": 12, "s2l1c": 12, "s1rtc": 2}
@@ -53,33 +58,76 @@ class TerraEncoder(nn.Module):
         self.blocks = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(dim, eps=1e-6)
 
-    def _grid_params(self, n: int):
-        """Position embeddings and fusion queries for an n x n token grid (bicubic interpolation)."""
-        if n == self.grid:
-            return self.pos, self.query
-        pos = self.pos[:, 1:].reshape(1, self.grid, self.grid, -1).permute(0, 3, 1, 2)
-        pos = F.interpolate(pos, size=(n, n), mode="bicubic", align_corners=False)
-        pos = pos.permute(0, 2, 3, 1).reshape(1, n * n, -1)
-        q = self.query.T.reshape(1, -1, self.grid, self.grid)
-        q = F.interpolate(q, size=(n, n), mode="bicubic", align_corners=False).reshape(-1, n * n).T
-        return torch.cat([self.pos[:, :1], pos], 1), q
+    def _interpolate(self, grid_param: torch.Tensor, n: int) -> torch.Tensor:
+        """A (grid*grid, C) per-position parameter on an n x n token grid (bicubic interpolation)."""
+        x = grid_param.T.reshape(1, -1, self.grid, self.grid)
+        return F.interpolate(x, size=(n, n), mode="bicubic", align_corners=False).reshape(-1, n * n).T
+
+    def patchify(self, modality: str, x: torch.Tensor) -> torch.Tensor:
+        """The modality's patch embedding (a Conv2d with kernel = stride = patch) as the same linear map
+        on the flattened patches: (B, C, H, W) -> (B, N, A), N row-major as conv(x).flatten(2)."""
+        conv, p = self.embed[modality], self.patch
+        b, c, h, w = x.shape
+        x = x.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5).reshape(b, (h // p) * (w // p), c * p * p)
+        return F.linear(x, conv.weight.reshape(len(conv.weight), -1), conv.bias)
+
+    def tokens(self, views: dict[str, torch.Tensor]) -> torch.Tensor:
+        """views: {modality: (B, C, H, W)} of the same locations -> (B, N, D) patch tokens; several
+        modalities are fused."""
+        tokens = {m: self.patchify(m, x) + self.modality[m] for m, x in views.items()}
+        # terrafm.py's order: proj1 (the value) -> LayerNorm -> [weighted mean over modalities] -> proj2 -> proj3
+        values = [self.proj[0](self.value(t)) for t in tokens.values()]   # each (B, N, A)
+        if len(values) > 1:                                               # cross-attention fusion
+            n = int(math.isqrt(values[0].shape[1]))
+            query = self.query if n == self.grid else self._interpolate(self.query, n)
+            keys = torch.stack([self.key(t) for t in tokens.values()], 2)
+            weights = torch.softmax((keys * query[None, :, None]).sum(-1) / math.sqrt(self.wide), dim=2)
+            fused = (weights.unsqueeze(-1) * torch.stack(values, 2)).sum(2)
+        else:
+            fused = values[0]
+        return self.proj[2](self.proj[1](fused))
+
+    def trunk(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, N, D) patch tokens of any modality -> the normed CLS output (B, D): the CLS token and
+        position embeddings (interpolated for an N other than grid^2), the pre-norm blocks. The
+        blocks are nn.TransformerEncoderLayer's parameters run by `block` (the same computation
+        with fewer small ops); the last block computes only the CLS token, the only output read."""
+        n = int(math.isqrt(x.shape[1]))
+        pos = self.pos if n == self.grid else \
+            torch.cat([self.pos[:, :1], self._interpolate(self.pos[0, 1:], n)[None]], 1)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + pos
+        layers = self.blocks.layers
+        for i, layer in enumerate(layers):
+            x = block(layer, x, cls_only=i == len(layers) - 1)
+        return self.norm(x[:, 0])
 
     def forward(self, views: dict[str, torch.Tensor]) -> torch.Tensor:
         """views: {modality: (B, C, H, W)} of the same locations; several modalities are fused."""
-        tokens = {m: self.embed[m](x).flatten(2).transpose(1, 2) + self.modality[m] for m, x in views.items()}
-        n = int(math.isqrt(next(iter(tokens.values())).shape[1]))
-        pos, query = self._grid_params(n)
-        # terrafm.py's order: proj1 (the value) -> LayerNorm -> [weighted mean over modalities] -> proj2 -> proj3
-        values = torch.stack([self.proj[0](self.value(t)) for t in tokens.values()], 2)   # (B, N, M, A)
-        if values.shape[2] > 1:                                                       # cross-attention fusion
-            keys = torch.stack([self.key(t) for t in tokens.values()], 2)
-            weights = torch.softmax((keys * query[None, :, None]).sum(-1) / math.sqrt(self.wide), dim=2)
-            fused = (weights.unsqueeze(-1) * values).sum(2)
-        else:
-            fused = values[:, :, 0]
-        x = self.proj[2](self.proj[1](fused))
-        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + pos
-        return self.norm(self.blocks(x))[:, 0]
+        return self.trunk(self.tokens(views))
+
+
+def block(layer: nn.TransformerEncoderLayer, x: torch.Tensor, cls_only: bool = False) -> torch.Tensor:
+    """One pre-norm nn.TransformerEncoderLayer (norm_first, GELU, no dropout) on batch-first x:
+    x + attn(norm1(x)), then + linear2(gelu(linear1(norm2(.)))). cls_only: only token 0's output
+    (queries from token 0 alone; keys and values from every token)."""
+    attn = layer.self_attn
+    b, n, d = x.shape
+    heads = attn.num_heads
+    h = layer.norm1(x)
+    w, bias = attn.in_proj_weight, attn.in_proj_bias
+    if cls_only:
+        x = x[:, :1]
+        q = F.linear(h[:, :1], w[:d], bias[:d]).view(b, 1, heads, d // heads).transpose(1, 2)
+        kv = F.linear(h, w[d:], bias[d:]).view(b, n, 2, heads, d // heads).permute(2, 0, 3, 1, 4)
+        k, v = kv[0], kv[1]
+    else:
+        q, k, v = F.linear(h, w, bias).view(b, n, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+    if q.device.type == "cpu":   # SDPA's math written out: faster than its CPU kernel for a few short tokens
+        out = torch.softmax((q * (d // heads) ** -0.5) @ k.transpose(-2, -1), -1) @ v
+    else:
+        out = F.scaled_dot_product_attention(q, k, v)
+    x = x + attn.out_proj(out.transpose(1, 2).reshape(b, x.shape[1], d))
+    return x + layer.linear2(F.gelu(layer.linear1(layer.norm2(x))))
 
 
 class DINOHead(nn.Module):
@@ -121,28 +169,47 @@ def make_view(data: dict, idx: np.ndarray, size: int, modalities: list[str], rng
     """One view of the batch's locations: the same crop window across the fused modalities."""
     b, h = len(idx), data["s2l2a"].shape[-1]
     oy, ox = rng.integers(0, h - size + 1, b), rng.integers(0, h - size + 1, b)
-    rows, cols = oy[:, None] + np.arange(size), ox[:, None] + np.arange(size)
     flip = rng.random(b) < 0.5
-    cols = np.where(flip[:, None], cols[:, ::-1], cols)
     out = {}
     for m in modalities:
-        x = data[m][idx[:, None, None], :, rows[:, :, None], cols[:, None, :]]
-        out[m] = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).to(device)
+        x = sliding_window_view(data[m], (size, size), axis=(2, 3))[idx, :, oy, ox]   # (b, C, size, size) copy
+        x[flip] = x[flip][..., ::-1]
+        out[m] = torch.from_numpy(x).to(device)
     return out
 
 
-def forward_view(net: nn.Module, crops: dict[str, torch.Tensor], kinds: list[str]) -> torch.Tensor:
-    """Head outputs of one view whose samples have different modalities: one forward per modality
-    kind (the samples of that kind), put back in batch order."""
+def view_tokens(encoder: TerraEncoder, crops: dict[str, torch.Tensor], kinds: list[str]) -> torch.Tensor:
+    """Patch tokens of one view whose samples may have different modalities: each modality kind's
+    samples through its own path (one call per kind), put back in batch order."""
     order, outs = [], []
     for kind in sorted(set(kinds)):
         sel = [i for i, k in enumerate(kinds) if k == kind]
         mods = MODALITIES if kind == "fused" else (kind,)
         pick = torch.as_tensor(sel) if len(sel) < len(kinds) else slice(None)
-        outs.append(net.head(net.encoder({m: crops[m][pick] for m in mods})))
+        outs.append(encoder.tokens({m: crops[m][pick] for m in mods}))
         order += sel
     out = torch.cat(outs) if len(outs) > 1 else outs[0]
     return out if order == sorted(order) else out[torch.as_tensor(np.argsort(order))]
+
+
+def forward_views(net: nn.Module, views: list[dict[str, torch.Tensor]], kinds: list[list[str]]) -> list[torch.Tensor]:
+    """Head outputs of several views: each view's tokens through its modality path, then all views
+    with the same number of tokens (crop size) through the shared transformer and head as one batch
+    (every op after the tokens acts on each sample alone, so this equals one forward per view)."""
+    tokens = [view_tokens(net.encoder, v, k) for v, k in zip(views, kinds)]
+    out: list = [None] * len(tokens)
+    for n in dict.fromkeys(t.shape[1] for t in tokens):
+        group = [i for i, t in enumerate(tokens) if t.shape[1] == n]
+        x = torch.cat([tokens[i] for i in group]) if len(group) > 1 else tokens[group[0]]
+        heads = net.head(net.encoder.trunk(x))
+        for i, h in zip(group, heads.split([len(tokens[i]) for i in group])):
+            out[i] = h
+    return out
+
+
+def forward_view(net: nn.Module, crops: dict[str, torch.Tensor], kinds: list[str]) -> torch.Tensor:
+    """Head outputs of one view whose samples may have different modalities, in batch order."""
+    return forward_views(net, [crops], [kinds])[0]
 
 
 # ----------------------------------------------------------------------------- DINO
@@ -151,12 +218,13 @@ def dino_loss(student: list[torch.Tensor], teacher: list[torch.Tensor], center, 
     """center: one tensor for every teacher view, or a list (one centre per teacher view)."""
     centers = center if isinstance(center, (list, tuple)) else [center] * len(teacher)
     targets = [torch.softmax((t - c) / tau_t, -1) for t, c in zip(teacher, centers)]
+    log_probs = [F.log_softmax(s / tau_s, -1) for s in student]
     total, pairs = 0.0, 0
     for i, p in enumerate(targets):
-        for j, s in enumerate(student):
+        for j, log_q in enumerate(log_probs):
             if i == j:
                 continue
-            total = total + (-p * F.log_softmax(s / tau_s, -1)).sum(-1).mean()
+            total = total + (-p * log_q).sum(-1).mean()
             pairs += 1
     return total / pairs
 
@@ -201,8 +269,9 @@ def pretrain(cfg: dict, data: dict, variant: str, seed: int, log=print, device: 
     teacher.load_state_dict(student.state_dict())
     for p in teacher.parameters():
         p.requires_grad_(False)
+    s_params, t_params = list(student.parameters()), list(teacher.parameters())
     lr0 = base_lr(tr)
-    opt = torch.optim.AdamW(student.parameters(), lr=lr0, weight_decay=tr["weight_decay"])
+    opt = torch.optim.AdamW(s_params, lr=lr0, weight_decay=tr["weight_decay"], foreach=True)
     steps, warm = tr["steps"], max(1, int(tr["warmup_fraction"] * tr["steps"]))
     freeze = int(tr.get("freeze_last_fraction", 0) * steps)
     per_mod = bool(tr.get("center_per_modality", False))
@@ -229,8 +298,8 @@ def pretrain(cfg: dict, data: dict, variant: str, seed: int, log=print, device: 
         slots = [torch.as_tensor([kinds_all.index(kd) if per_mod else 0 for kd in kk], device=device)
                  for kk in kinds[:2]]   # each teacher sample's centre
         with torch.no_grad():
-            t_out = [forward_view(teacher, c, kk) for c, kk in zip(crops[:2], kinds[:2])]
-        s_out = [forward_view(student, c, kk) for c, kk in zip(crops, kinds)]
+            t_out = forward_views(teacher, crops[:2], kinds[:2])
+        s_out = forward_views(student, crops, kinds)
         centers = [lam * c1[sl] + (1 - lam) * c2[sl] for sl in slots]
         loss = dino_loss(s_out, t_out, centers, tr["tau_s"], tau_t)
         with torch.no_grad():
@@ -245,8 +314,8 @@ def pretrain(cfg: dict, data: dict, variant: str, seed: int, log=print, device: 
         with torch.no_grad():
             end = tr.get("ema_final", 1.0)   # DINO: cosine from ema to 1
             mom = end - (end - tr["ema"]) * 0.5 * (1 + math.cos(math.pi * step / steps))
-            for ps, pt in zip(student.parameters(), teacher.parameters()):
-                pt.mul_(mom).add_(ps.detach(), alpha=1 - mom)
+            torch._foreach_mul_(t_params, mom)
+            torch._foreach_add_(t_params, s_params, alpha=1 - mom)
             if step >= steps - 10:   # the second centre's effect on the targets (dual_lambda even if unused)
                 shifts.append([centre_shift(t, c1[sl], c2[sl], tr["dual_lambda"], tau_t)
                                for t, sl in zip(t_out, slots)])
