@@ -315,3 +315,75 @@ def test_full_scale_path_offline(static_server, tmp_path):
     cfg["model"]["run"] = ["x5"]
     with pytest.raises(NotImplementedError, match="Eagle-X4/X5"):
         stages.evaluate(job)
+
+
+def _plain_marker(rng, sy, sx, relation):
+    """The generator's original one-by-one rejection loop (the reference for minimme._first_marker)."""
+    cy, cx = sy + 3, sx + 3
+    for _ in range(200):
+        my, mx = int(rng.integers(0, 10)), int(rng.integers(0, 15))
+        dy, dx = my + 1 - cy, mx + 1 - cx
+        outside = my + 2 <= sy or my >= sy + 6 or mx + 2 <= sx or mx >= sx + 6
+        rel = ("left" if dx < 0 else "right") if abs(dx) > abs(dy) + 1 else \
+              ("above" if dy < 0 else "below") if abs(dy) > abs(dx) + 1 else None
+        if outside and rel == relation:
+            return my, mx
+    return None
+
+
+def test_marker_sampling_equals_the_one_by_one_loop():
+    cases = [(sy, sx, rel) for sy in (0, 2, 5) for sx in (0, 4, 10) for rel in minimme.RELATIONS]
+    assert (0, 4, "above") in cases   # no room above: all 200 tries fail (None), as in the loop
+    for seed, (sy, sx, rel) in enumerate(cases):
+        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+        got, want = minimme._first_marker(a, sy, sx, rel), _plain_marker(b, sy, sx, rel)
+        assert got == want
+        assert a.bit_generator.state == b.bit_generator.state   # the generator ends where the loop's does
+    assert minimme._first_marker(np.random.default_rng(0), 0, 4, "above") is None
+
+
+def _plain_pretrain(enc, head, data, t, seed):
+    """Stage 1 as first written: the view recomputed per batch, single-tensor AdamW."""
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(list(enc.parameters()) + list(head.parameters()), lr=t["lr"],
+                            weight_decay=t["weight_decay"], foreach=False)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=t["lr"], total_steps=t["pretrain_steps"], pct_start=0.1)
+    gen = torch.Generator().manual_seed(seed)
+    enc.train()
+    head.train()
+    for _ in range(t["pretrain_steps"]):
+        idx = torch.randint(0, len(data["y"]), (t["batch_size"],), generator=gen)
+        out = head(enc(data["x"][idx], gen), data["q"][idx], data["allowed"][idx])
+        loss = torch.nn.functional.cross_entropy(out, data["y"][idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+
+
+@pytest.mark.parametrize("view", ["native", "full"])
+def test_pretrain_with_cached_views_and_foreach_adam_equals_the_plain_loop(tmp_path, view):
+    minimme.write_tsv(tmp_path / "t.tsv", 30, seed=0, noise=0.05)
+    tab = minimme.to_arrays(tmp_path / "t.tsv")
+    data = {k: torch.as_tensor(tab[k]) for k in ("x", "q", "allowed", "y")}
+    cfg = {"model": {"width": 4, "proj_dim": 4, "hidden": 8, "noise_sigma": 0.5},
+           "train": {"pretrain_steps": 6, "steps": 6, "batch_size": 16, "lr": 1e-2, "weight_decay": 0.01}}
+    for i, kind in enumerate(model.ENCODERS):   # noisy (native) keeps its per-batch noise draws
+        nets = []
+        for _ in range(2):
+            torch.manual_seed(i)
+            nets.append((model.Encoder(kind, 4, 0.5, view), stages._head(cfg, 1)))
+        model.pretrain_encoder(*nets[0], data, cfg, 7 + i)
+        _plain_pretrain(*nets[1], data, cfg["train"], 7 + i)
+        new = [p for m in nets[0] for p in m.parameters()]
+        old = [p for m in nets[1] for p in m.parameters()]
+        assert all(torch.equal(a, b) for a, b in zip(new, old)), kind
+
+
+def test_per_encoder_features_slice_to_the_variant_concatenation():
+    cfg = {"model": {"width": 4, "noise_sigma": 0.5}}
+    encs = stages._encoders(cfg, "native", 3)
+    x = torch.rand(50, 3, 16, 16)
+    each = stages._enc_feats(encs, x, 5)
+    for used in ([0, 1, 2, 3], [0, 2], [3], [1, 3]):
+        assert torch.equal(torch.cat([each[i] for i in used], 1), stages._feats([encs[i] for i in used], x, 5))

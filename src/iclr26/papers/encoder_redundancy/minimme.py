@@ -65,14 +65,9 @@ def draw(rng: np.random.Generator, noise: float) -> tuple[np.ndarray, dict]:
     img[sy:sy + 6, sx:sx + 6] = COLOURS[colour]
     relation = str(rng.choice(RELATIONS))
     cy, cx = sy + 3, sx + 3   # the square's centre; the marker is placed clearly on one side
-    for _ in range(200):
-        my, mx = int(rng.integers(0, 11 - 2 + 1)), int(rng.integers(0, SIZE - 2 + 1))
-        dy, dx = my + 1 - cy, mx + 1 - cx
-        outside = my + 2 <= sy or my >= sy + 6 or mx + 2 <= sx or mx >= sx + 6
-        rel = ("left" if dx < 0 else "right") if abs(dx) > abs(dy) + 1 else \
-              ("above" if dy < 0 else "below") if abs(dy) > abs(dx) + 1 else None
-        if outside and rel == relation:
-            break
+    hit = _first_marker(rng, sy, sx, relation)
+    if hit is not None:
+        my, mx = hit
     else:   # this square position leaves no room on that side: take any clear relation
         while True:
             my, mx = int(rng.integers(0, 10)), int(rng.integers(0, SIZE - 1))
@@ -89,6 +84,33 @@ def draw(rng: np.random.Generator, noise: float) -> tuple[np.ndarray, dict]:
     band[glyph] = 0.0
     return np.clip(img, 0, 1), {"colour": colour, "family": family(colour, relation), "digit": digit,
                                 "relation": relation}
+
+
+_TRIES = 200   # marker positions tried before the fallback
+_BOUNDS = np.tile([11 - 2 + 1, SIZE - 2 + 1], _TRIES)   # (my, mx) upper bounds, one try after another
+
+
+def _first_marker(rng: np.random.Generator, sy: int, sx: int, relation: str) -> tuple[int, int] | None:
+    """Rejection sampling of the marker's corner: up to 200 tries of (my, mx) drawn one after another,
+    the first outside the square on the side `relation`; None if none is. The tries are drawn as one
+    array (numpy draws an array of bounded integers as the same sequence of scalar draws; tested) and
+    the generator is then advanced by exactly the tries used, so it ends where the one-by-one loop
+    `for _ in range(200): my, mx = rng.integers(0, 10), rng.integers(0, 15); ...; break` ends."""
+    state = rng.bit_generator.state
+    cand = rng.integers(0, _BOUNDS)
+    my, mx = cand[0::2], cand[1::2]
+    dy, dx = my + 1 - (sy + 3), mx + 1 - (sx + 3)
+    outside = (my + 2 <= sy) | (my >= sy + 6) | (mx + 2 <= sx) | (mx >= sx + 6)
+    horiz, vert = np.abs(dx) > np.abs(dy) + 1, np.abs(dy) > np.abs(dx) + 1
+    side = {"left": horiz & (dx < 0), "right": horiz & (dx >= 0),
+            "above": ~horiz & vert & (dy < 0), "below": ~horiz & vert & (dy >= 0)}[relation]
+    ok = np.flatnonzero(outside & side)
+    if not len(ok):
+        return None   # all 200 tries used, as the loop
+    j = int(ok[0])
+    rng.bit_generator.state = state
+    rng.integers(0, _BOUNDS[: 2 * (j + 1)])   # advance past the tries the loop draws
+    return int(my[j]), int(mx[j])
 
 
 def _png_b64(img: np.ndarray) -> str:

@@ -66,6 +66,11 @@ class Encoder(nn.Module):
         else:
             raise ValueError(f"unknown encoder {kind!r}")
 
+    @property
+    def random_view(self) -> bool:
+        """Whether the input view draws noise (the noisy encoder's native view)."""
+        return self.view != "full" and self.kind == "noisy"
+
     def input_view(self, x: torch.Tensor, gen: torch.Generator | None = None) -> torch.Tensor:
         """What the encoder's architecture lets it see, before any learned layer."""
         if self.view == "full":
@@ -108,7 +113,9 @@ def mask_features(z: torch.Tensor, keep, width: int, ablation: str = "zero", mea
 
 
 def _fit(params, step_fn, t: dict, steps: int, n: int, seed: int) -> dict:
-    opt = torch.optim.AdamW(params, lr=t["lr"], weight_decay=t["weight_decay"])
+    # foreach: one multi-tensor update per step instead of a Python loop over parameters (the same
+    # arithmetic per element; tested equal to the single-tensor loop)
+    opt = torch.optim.AdamW(params, lr=t["lr"], weight_decay=t["weight_decay"], foreach=True)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=t["lr"], total_steps=steps, pct_start=0.1)
     gen = torch.Generator().manual_seed(seed)
     losses = []
@@ -131,10 +138,17 @@ def pretrain_encoder(enc: Encoder, head: Head, data: dict, cfg: dict, seed: int)
     enc.train()
     head.train()
 
-    def step(idx, gen):
-        return F.cross_entropy(head(enc(x[idx], gen), q[idx], a[idx]), y[idx])
-
     start = time.perf_counter()
+    if enc.random_view:
+        def step(idx, gen):
+            return F.cross_entropy(head(enc(x[idx], gen), q[idx], a[idx]), y[idx])
+    else:   # a deterministic view, computed once per image (the same values per item as per batch; tested)
+        with torch.no_grad():
+            view = enc.input_view(x)
+
+        def step(idx, gen):
+            return F.cross_entropy(head(enc.net(view[idx]), q[idx], a[idx]), y[idx])
+
     info = _fit(list(enc.parameters()) + list(head.parameters()), step, t, t["pretrain_steps"], len(y), seed)
     enc.eval()
     return info | {"seconds": time.perf_counter() - start}

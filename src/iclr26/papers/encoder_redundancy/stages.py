@@ -139,6 +139,14 @@ def _feats(encs, x, seed):
     return torch.cat([features(e, x, 20_000 + seed) for e in encs], 1)
 
 
+def _enc_feats(encs, x, seed) -> list:
+    """Each encoder's features alone, as _feats computes them (each encoder draws from its own
+    generator, so a variant's concatenation is a slice of these; tested)."""
+    from .model import features
+
+    return [features(e, x, 20_000 + seed) for e in encs]
+
+
 def train(job) -> dict:
     if not _synthetic(job.cfg):
         from . import full
@@ -155,6 +163,7 @@ def train(job) -> dict:
     data = _tensors(arrays, "train")
     names = list(model.ENCODERS)
     t = cfg["train"]
+    cache = {}   # (world, seed) -> each frozen encoder's training features, shared by the stage-2 units
 
     def work(key):
         kind, world, seed = key.split("__")
@@ -166,6 +175,7 @@ def train(job) -> dict:
                 head = _head(cfg, 1)
                 r = model.pretrain_encoder(enc, head, data, cfg, 1000 * seed + i)
                 z = model.features(enc, data["x"], 20_000 + seed)
+                cache.setdefault((world, seed), {})[i] = z
                 solo = model.correct(head, z, data, [(1,)], cfg["model"]["width"])[0]
                 info[names[i]] = {**r, "train_acc": float(solo.mean()),
                                   "macs": model.count_macs(enc, data["x"]),
@@ -179,7 +189,10 @@ def train(job) -> dict:
         for e, sd in zip(encs, torch.load(job.out_dir / f"encoders__{world}__s{seed}.pt", weights_only=True)):
             e.load_state_dict(sd)
         used = [names.index(n) for n in _variants(cfg, world)[variant]]
-        z = _feats([encs[i] for i in used], data["x"], seed)
+        got = cache.get((world, seed), {})
+        if len(got) < len(encs):   # resumed after stage 1: compute them again (the same values)
+            got = cache[(world, seed)] = dict(enumerate(_enc_feats(encs, data["x"], seed)))
+        z = torch.cat([got[i] for i in used], 1)
         torch.manual_seed(seed)
         head = _head(cfg, len(used))
         info = model.train_head(head, z, data, cfg, seed)
@@ -226,12 +239,13 @@ def evaluate(job) -> dict:
             for e, sd in zip(encs, torch.load(job.out_dir / f"encoders__{world}__s{seed}.pt", weights_only=True)):
                 e.load_state_dict(sd)
             world_recs[world] = []
+            feats = {s: _enc_feats(encs, data[s]["x"], seed + 7 * k) for k, s in enumerate(SPLITS)}
             for variant, vnames in _variants(cfg, world).items():
                 used = [names.index(n) for n in vnames]
                 head = _head(cfg, len(used))
                 head.load_state_dict(torch.load(job.out_dir / f"{variant}__{world}__s{seed}.pt", weights_only=True))
-                z = {s: _feats([encs[i] for i in used], data[s]["x"], seed + 7 * k) for k, s in enumerate(SPLITS)}
-                z["train"] = _feats([encs[i] for i in used], data["train"]["x"], seed)   # as trained on
+                # train (k = 0) draws with `seed`, as trained on
+                z = {s: torch.cat([feats[s][i] for i in used], 1) for s in SPLITS}
                 if world == "asymmetric":
                     costs[variant] = read_json(job.out_dir / "units" / f"{variant}__{world}__s{seed}.json")["result"]
                     all_kept = [tuple([1] * len(used))]
