@@ -94,6 +94,76 @@ def test_split_segments_and_readings():
     assert np.allclose(top[short], last[short])
 
 
+
+def test_collated_draws_match_per_window_choice():
+    """pretrain/finetune collate a batch with one fancy index and draw a batch's anchors at once: the same
+    anchors and windows as one rng.choice(n, p=...) and one `windows` call per window (the plain loop)."""
+    rng = np.random.default_rng(0)
+    movies = [{"mean": rng.normal(size=(n, 3)).astype(np.float32), "labels": rng.integers(0, 2, n),
+               "durations": rng.uniform(0.5, 9, n).astype(np.float32)} for n in (3, 11, 25)]
+    bank, w = bassl.Collated(movies), 4
+    cdf = [bassl._cdf(bassl.anchor_probs(mv["durations"], 1.0, True)) for mv in movies]
+    plain, batched = np.random.default_rng(5), np.random.default_rng(5)
+    for _ in range(20):
+        which = plain.choice(3, size=16, p=[0.2, 0.3, 0.5])
+        cs = [plain.choice(len(movies[j]["labels"]), p=bassl.anchor_probs(movies[j]["durations"], 1.0, True))
+              for j in which]
+        which_b = batched.choice(3, size=16, p=[0.2, 0.3, 0.5])
+        u = batched.random(16)
+        cs_b = np.array([cdf[j].searchsorted(x, side="right") for j, x in zip(which_b, u)])
+        assert np.array_equal(which, which_b) and np.array_equal(cs, cs_b)
+        idx = bank.index(which, cs_b, w)
+        ref = np.stack([bassl.windows(movies[j]["mean"], np.array([c]), w)[0] for j, c in zip(which, cs)])
+        lab = np.stack([bassl.windows(movies[j]["labels"], np.array([c]), w)[0] for j, c in zip(which, cs)])
+        assert np.array_equal(bank.mean[idx], ref) and np.array_equal(bank.labels[idx], lab)
+        centre = [movies[j]["labels"][c] for j, c in zip(which, cs)]
+        assert np.array_equal(bank.labels[bank.offset[which] + cs_b], centre)
+
+
+
+@pytest.mark.parametrize("wd", [1e-4, 1e-2])
+def test_adamw_matches_torch(wd):
+    """bassl.AdamW is torch.optim.AdamW bit for bit, parameters left without a gradient skipped as torch does
+    (pretraining never touches the boundary head, nor the FiLM without the genre prior)."""
+    torch = bassl.torch
+    runs = []
+    for make in (lambda ps: torch.optim.AdamW(ps, lr=3e-3, weight_decay=wd),
+                 lambda ps: bassl.AdamW(ps, lr=3e-3, weight_decay=wd)):
+        torch.manual_seed(0)
+        model = bassl.Model(6, 8, 2, 4, False, 4)
+        opt = make(list(model.parameters()))
+        for step in range(5):
+            x = torch.randn(3, 5, 6, generator=torch.Generator().manual_seed(step))
+            loss = model.context(model.shots(x, None)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        runs.append([prm.detach().clone() for prm in model.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*runs))
+    torch.manual_seed(0)
+    assert torch.equal(runs[1][-1], bassl.Model(6, 8, 2, 4, False, 4).head[-1].bias)   # no gradient: untouched
+
+
+
+def test_metrics_match_sklearn():
+    """movienet.ap_f1 and roc_auc (numpy) against sklearn's average_precision_score, f1_score
+    (zero_division=0) and roc_auc_score, with tied scores, scores at the threshold, and no positive / no
+    predicted boundary."""
+    from sklearn.metrics import average_precision_score, f1_score, roc_auc_score
+
+    rng = np.random.default_rng(0)
+    cases = [(np.round(rng.random(n), r), (rng.random(n) < q).astype(int))
+             for n, r, q in [(50, 1, 0.2), (300, 6, 0.1), (7, 2, 0.5), (40, 1, 0.0), (30, 3, 1.0)]]
+    cases.append((np.full(20, 0.3), (rng.random(20) < 0.3).astype(int)))
+    for s, y in cases:
+        got = movienet.ap_f1(s, y)
+        if y.any():
+            assert abs(got["ap"] - average_precision_score(y, s)) < 1e-12
+        if 0 < y.sum() < len(y):
+            assert abs(movienet.roc_auc(s, y) - roc_auc_score(y, s)) < 1e-12
+        assert abs(got["f1"] - f1_score(y, s >= 0.5, zero_division=0)) < 1e-12
+
+
 def test_full_scale_keeps_the_post_hoc_items_and_the_shift_note():
     """full.yaml replaces the base lists: every post-hoc deviation of the base config (the same reason
     and date; its text may be reworded for MovieNet), the note on the split's train/test shift and the

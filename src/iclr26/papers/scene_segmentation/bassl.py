@@ -97,12 +97,76 @@ class Model(nn.Module):
         return self.head(torch.cat([(a - b).abs(), a * b], -1)).squeeze(-1)
 
 
+class AdamW:
+    """torch.optim.AdamW's update (decoupled weight decay, no amsgrad; parameters without a gradient
+    skipped, as torch does), written out on one flat buffer: the parameters that have a gradient at the
+    first step become views of it, so each step is a handful of elementwise ops instead of a handful
+    per parameter. The same arithmetic, checked bit for bit against torch by test_adamw_matches_torch;
+    it also avoids torch.optim's import of torch._dynamo on first use (about 1.5 CPU-s per job)."""
+
+    def __init__(self, params, lr: float, weight_decay: float = 1e-2, betas=(0.9, 0.999), eps: float = 1e-8):
+        self.params, self.lr, self.wd, self.betas, self.eps = list(params), lr, weight_decay, betas, eps
+        self.live: list | None = None   # the parameters with a gradient (fixed at the first step)
+        self.t = 0
+
+    def zero_grad(self) -> None:
+        for prm in self.params:
+            prm.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        live = [prm for prm in self.params if prm.grad is not None]
+        if self.live is None:
+            if not live:
+                return
+            self.live, self.flat = live, torch.cat([prm.detach().reshape(-1) for prm in live])
+            at = 0
+            for prm in live:
+                prm.data = self.flat[at: at + prm.numel()].view_as(prm)
+                at += prm.numel()
+            self.m, self.v = torch.zeros_like(self.flat), torch.zeros_like(self.flat)
+        elif len(live) != len(self.live) or any(a is not b for a, b in zip(live, self.live)):
+            raise RuntimeError("AdamW: the parameters with a gradient changed between steps")
+        g = torch.cat([prm.grad.reshape(-1) for prm in live])
+        (b1, b2), lr = self.betas, self.lr
+        self.t += 1
+        if self.wd != 0:
+            self.flat.mul_(1 - lr * self.wd)
+        self.m.lerp_(g, 1 - b1)
+        self.v.mul_(b2).addcmul_(g, g, value=1 - b2)
+        denom = self.v.sqrt().div_((1 - b2 ** float(self.t)) ** 0.5).add_(self.eps)
+        self.flat.addcdiv_(self.m, denom, value=(lr / (1 - b1 ** float(self.t))) * -1)
+
+
 def windows(feats: np.ndarray, centres: np.ndarray, w: int) -> np.ndarray:
     """(len(centres), 2w+1, dim) windows of unit features centred on each unit, edges padded by
     replicating the first/last unit (BaSSL's SequenceShotSampler instead shifts the window inside the
     movie at its edges, dataset/sampler.py: a printed deviation)."""
     idx = np.clip(centres[:, None] + np.arange(-w, w + 1)[None], 0, len(feats) - 1)
     return feats[idx]
+
+
+def _cdf(q: np.ndarray) -> np.ndarray:
+    """The normalised cumulative sum numpy's Generator.choice searches for a draw with probabilities q."""
+    c = np.asarray(q, float).cumsum()
+    return c / c[-1]
+
+
+class Collated:
+    """The movies' key-frame means and labels concatenated once, so that a batch of windows is one
+    fancy index (the same windows as `windows`, edges padded the same way)."""
+
+    def __init__(self, movies: list[dict]):
+        self.mean = np.concatenate([mv["mean"] for mv in movies])
+        self.labels = np.concatenate([mv["labels"] for mv in movies])
+        self.size = np.array([len(mv["labels"]) for mv in movies])
+        self.offset = np.r_[0, np.cumsum(self.size)[:-1]]
+
+    def index(self, movie: np.ndarray, centre: np.ndarray, w: int) -> np.ndarray:
+        """(batch, 2w+1) rows of the concatenated arrays: window of half-width w around shot centre[k]
+        of movie[k], clipped to that movie."""
+        pos = np.clip(centre[:, None] + np.arange(-w, w + 1)[None], 0, self.size[movie][:, None] - 1)
+        return self.offset[movie][:, None] + pos
 
 
 def pseudo_boundary(e: torch.Tensor) -> torch.Tensor:
@@ -129,25 +193,26 @@ def pretrain(movies: list[dict], gvecs: np.ndarray, cfg: dict, seed: int, use_ge
     w = m["window"]
     model = Model(movies[0]["mean"].shape[-1], m["hidden"], w, gvecs.shape[1], use_genre, m["proj"],
                   m.get("crn_layers", 1)).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=p["lr"], weight_decay=1e-4)
+    opt = AdamW(model.parameters(), lr=p["lr"], weight_decay=1e-4)
     sizes = np.array([len(mv["labels"]) for mv in movies], float)
-    anchor_p = [anchor_probs(mv["durations"], p["alpha"], duration) for mv in movies]
+    bank = Collated(movies)
+    # rng.choice(n, p=q) draws one rng.random() and searches q's normalised cumulative sum: the same
+    # draws, taken for the whole batch at once (test_collated_draws_match_per_window_choice)
+    anchor_cdf = [_cdf(anchor_probs(mv["durations"], p["alpha"], duration)) for mv in movies]
     hits, total = 0, 0
     for _ in range(p["steps"]):
         which = rng.choice(len(movies), size=p["batch"], p=sizes / sizes.sum())
-        xs, gs, ys = [], [], []
-        for j in which:
-            mv = movies[j]
-            c = rng.choice(len(mv["labels"]), p=anchor_p[j])
-            xs.append(windows(mv["mean"], np.array([c]), w)[0])
-            ys.append(windows(mv["labels"], np.array([c]), w)[0])
-            gs.append(gvecs[j])
-        x, g = torch.from_numpy(np.stack(xs)).to(device), torch.from_numpy(np.stack(gs)).to(device)
+        u = rng.random(p["batch"])
+        centres = np.array([anchor_cdf[j].searchsorted(uj, side="right") for j, uj in zip(which, u)])
+        idx = bank.index(which, centres, w)
+        x, g = torch.from_numpy(bank.mean[idx]).to(device), torch.from_numpy(gvecs[which]).to(device)
         e = model.shots(x, g)
         b = pseudo_boundary(e.detach())
-        y = np.stack(ys)   # diagnostic only (the synthetic pretrain split has labels; real: all 0)
-        near = [y[i, max(0, bi - 1): bi + 2].any() for i, bi in enumerate(b.cpu().numpy())]
-        hits += int(np.sum(near))
+        y = bank.labels[idx]   # diagnostic only (the synthetic pretrain split has labels; real: all 0)
+        bn = b.cpu().numpy()[:, None]
+        span = np.arange(2 * w + 1)[None]
+        near = ((y != 0) & (span >= bn - 1) & (span <= bn + 1)).any(1)
+        hits += int(near.sum())
         total += len(near)
         c = model.context(e)
         pos = torch.arange(2 * w + 1, device=device)[None]
@@ -179,13 +244,16 @@ def finetune(model: Model, movies: list[dict], gvecs: np.ndarray, cfg: dict, see
     rng = np.random.default_rng(seed + 1)
     for prm in (*model.inp.parameters(), *model.out.parameters(), *model.film.parameters()):
         prm.requires_grad_(False)
-    opt = torch.optim.AdamW([q for q in (*model.crn.parameters(), model.pos, *model.head.parameters())], lr=f["lr"])
-    units = [(j, i) for j, mv in enumerate(movies) for i in range(len(mv["labels"]) - 1)]
+    opt = AdamW([q for q in (*model.crn.parameters(), model.pos, *model.head.parameters())], lr=f["lr"])
+    bank = Collated(movies)
+    unit_movie = np.concatenate([np.full(len(mv["labels"]) - 1, j) for j, mv in enumerate(movies)])
+    unit_shot = np.concatenate([np.arange(len(mv["labels"]) - 1) for mv in movies])
     for _ in range(f["steps"]):
-        pick = rng.choice(len(units), size=f["batch"])
-        x = np.stack([windows(movies[units[u][0]]["mean"], np.array([units[u][1]]), w)[0] for u in pick])
-        g = np.stack([gvecs[units[u][0]] for u in pick])
-        y = torch.tensor([float(movies[units[u][0]]["labels"][units[u][1]]) for u in pick], device=device)
+        pick = rng.choice(len(unit_movie), size=f["batch"])
+        j, i = unit_movie[pick], unit_shot[pick]
+        x = bank.mean[bank.index(j, i, w)]
+        g = gvecs[j]
+        y = torch.from_numpy(bank.labels[bank.offset[j] + i].astype(np.float32)).to(device)
         with torch.no_grad():
             e = model.shots(torch.from_numpy(x).to(device), torch.from_numpy(g).to(device))
         logit = model.boundary(model.context(e), w)

@@ -248,8 +248,6 @@ def mechanism_checks(movies: list[dict], spec: dict) -> dict:
     split_signal: among long shots (> split.tau s), the ROC AUC minus 0.5 with which the change from the
         first to the last key frame inside the shot tells scene-ending shots (> 0: a within-shot cue
         that only a split exposes, C)."""
-    from sklearn.metrics import roc_auc_score
-
     opens, others = [], []
     per_genre: dict[str, tuple[list, list, list]] = {}
     last_d, lab_long = [], []
@@ -272,7 +270,7 @@ def mechanism_checks(movies: list[dict], spec: dict) -> dict:
         lab_long += list(y[:-1][long])
 
     def auc(y, s):
-        return float(roc_auc_score(y, s)) if 0 < np.sum(y) < len(y) else 0.5
+        return roc_auc(s, y) if 0 < np.sum(y) < len(y) else 0.5
 
     gaps = [auc(y, dn) - auc(y, dv) for y, dv, dn in per_genre.values()]
     return {"dur_ratio": float(np.mean(opens) / np.mean(others)),
@@ -332,9 +330,44 @@ def miou_shots(pred_labels, true_labels) -> float:
     return 0.5 * (best(g, p) + best(p, g))
 
 
-def ap_f1(scores, labels, threshold: float = 0.5) -> dict:
-    from sklearn.metrics import average_precision_score, f1_score
+def _counts_at_thresholds(scores, labels) -> tuple[np.ndarray, np.ndarray]:
+    """sklearn's confusion_matrix_at_thresholds (binary, no weights): true and false positives at each
+    distinct score, highest first (ties share one threshold)."""
+    s, y = np.asarray(scores, float), np.asarray(labels) != 0
+    order = np.argsort(s, kind="mergesort")[::-1]
+    s, y = s[order], y[order]
+    thr = np.r_[np.where(np.diff(s))[0], y.size - 1]
+    tps = np.cumsum(y * 1.0)[thr]
+    return tps, 1 + thr - tps
 
-    scores, labels = np.asarray(scores), np.asarray(labels)
-    return {"ap": float(average_precision_score(labels, scores)),
-            "f1": float(f1_score(labels, scores >= threshold, zero_division=0))}
+
+def average_precision(scores, labels) -> float:
+    """sklearn's average_precision_score (binary, no sample weights), in numpy: precision at each
+    distinct score threshold, summed over the recall steps. Importing sklearn costs a job more CPU than
+    its metrics; test_metrics_match_sklearn checks that the two agree."""
+    tps, fps = _counts_at_thresholds(scores, labels)
+    precision = tps / (tps + fps)
+    recall = tps / tps[-1] if tps[-1] > 0 else np.ones_like(tps)
+    precision, recall = np.r_[precision[::-1], 1.0], np.r_[recall[::-1], 0.0]
+    return float(max(0.0, -np.sum(np.diff(recall) * precision[:-1])))
+
+
+def roc_auc(scores, labels) -> float:
+    """sklearn's roc_auc_score (binary, no weights; both classes present), in numpy: its roc_curve
+    (collinear points dropped, (0, 0) prepended) and the trapezoid rule (test_metrics_match_sklearn)."""
+    tps, fps = _counts_at_thresholds(scores, labels)
+    if len(fps) > 2:
+        keep = np.where(np.r_[True, np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), True])[0]
+        tps, fps = tps[keep], fps[keep]
+    tps, fps = np.r_[0.0, tps], np.r_[0.0, fps]
+    return float(np.trapezoid(tps / tps[-1], fps / fps[-1]))
+
+
+def ap_f1(scores, labels, threshold: float = 0.5) -> dict:
+    """Boundary AP (sklearn's average_precision_score, as BaSSL's SklearnAPMetric) and F1 of the scores
+    thresholded at `threshold` (0 when there is no true or predicted boundary, sklearn's zero_division=0)."""
+    scores, labels = np.asarray(scores), np.asarray(labels) != 0
+    pred = scores >= threshold
+    tp, fp, fn = int(np.sum(pred & labels)), int(np.sum(pred & ~labels)), int(np.sum(~pred & labels))
+    return {"ap": average_precision(scores, labels),
+            "f1": float(2 * tp / (2 * tp + fp + fn)) if tp else 0.0}
