@@ -12,8 +12,11 @@ min_version("9.0")
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from iclr26.core.config import ConfigError, read_yaml_file
 
-try:  # Snakemake's own message for a malformed file names neither the file nor the line
-    read_yaml_file(Path(workflow.basedir) / "config" / "config.yaml")
+try:  # Snakemake's own message for a malformed or empty file names neither the file nor the key
+    _config_file = Path(workflow.basedir) / "config" / "config.yaml"
+    if not isinstance(read_yaml_file(_config_file), dict):
+        raise ConfigError(f"{_config_file}: empty or not a mapping of keys; it needs at least 'scale: tiny' "
+                          "(or smoke, full)")
 except ConfigError as err:
     sys.exit(f"iclr26 config error: {err}")
 

@@ -136,6 +136,16 @@ def test_print_a_resolved_job_config():
     (["overrides=[scorer:train.no_such_key=1]"], "bad override"),
     (["overrides=[nosuch:train.total_steps=1]"], "names unknown paper 'nosuch'"),
     (["overrides=[scorer:resources.train.cpus=abc]"], "gives a string where 'resources.train.cpus' is an integer"),
+    # the hostile tester's inputs (reliability audit I6, I8, I10, I13-I16, I28, I34, I35)
+    (["papers=[scorer,scorer]"], "config key 'papers' = ['scorer', 'scorer'] lists an item twice"),
+    (["seeds=[0,0]"], "config key 'seeds' = [0, 0] lists an item twice"),
+    (["seeds=[99999999999999999999]"], "config key 'seeds.0' = 99999999999999999999 is too large"),
+    (["methods={scorr: [dqn]}"], "config key 'methods.scorr' names unknown paper 'scorr'"),
+    (["methods={andor_template: [mlp, mlp, template]}"], "lists an item twice"),
+    (["overrides=[diffusion_convergence:seeds=[-1,-2]]"], "seed -1 is not allowed"),
+    (["overrides=[diffusion_convergence:seeds=[3,3]]"], "seed 3 is listed twice"),
+    (["overrides=[diffusion_convergence:scale=tiny]"], "'scale' is who the job is, not a setting"),
+    (["overrides=[slug=scorer]"], "'slug' is who the job is, not a setting"),
 ])
 def test_bad_config_fails_before_any_job_with_one_line(args, needle, dry):
     proc = snakemake(dry, "-n", "all", "--config", *args, check=False)
@@ -143,6 +153,27 @@ def test_bad_config_fails_before_any_job_with_one_line(args, needle, dry):
     lines = [line for line in proc.stderr.splitlines() if "iclr26 config error" in line]
     assert len(lines) == 1 and needle in lines[0], proc.stderr[-2000:]
     assert "Job stats" not in proc.stdout + proc.stderr
+
+
+def test_seeds_null_on_the_command_line_keeps_each_papers_seeds(dry):
+    """The schema allows null; Snakemake hands it over as the string 'null' (audit I20)."""
+    proc = snakemake(dry, "-n", "all", "--config", "scale=smoke", "papers=[scorer]", "seeds=null")
+    assert "Job stats" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("scale: smoke\nscale: tiny\n", "key 'scale' is given twice"),
+    ("", "empty or not a mapping of keys"),
+    ("- scale\n", "empty or not a mapping of keys"),
+])
+def test_a_config_file_with_a_key_twice_or_no_keys_is_one_line(text, needle, tmp_path):
+    from conftest import copy_checkout
+
+    repo = copy_checkout(tmp_path)
+    (repo / "config" / "config.yaml").write_text(text)
+    proc = snakemake(repo, "-n", "all", check=False)
+    lines = [line for line in proc.stderr.splitlines() if "iclr26 config error" in line]
+    assert proc.returncode != 0 and len(lines) == 1 and needle in lines[0], proc.stderr[-2000:]
 
 
 def _break_paper_config(repo: Path, slug: str, change) -> None:

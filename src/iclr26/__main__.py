@@ -17,6 +17,7 @@ Any `--override key=value` is a Hydra override of the job config. Errors print o
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 
@@ -56,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     claims.add_argument("--out", required=True)
     claims.add_argument("--metrics", help="also write every claim's numbers as JSON (DVC metrics)")
     claims.add_argument("--plot", help="also write one CSV row per claim (DVC plots)")
+    claims.add_argument("--results", default=None,
+                        help="also list every other paper found in this folder, marked as not rerun")
     report = sub.add_parser("report", help="results/report.html: one self-contained page of every paper")
     report.add_argument("--papers", nargs="+", required=True)
     report.add_argument("--results", default="results")
@@ -78,8 +81,10 @@ def main(argv=None) -> int:
     from iclr26.core.errors import PipelineError
 
     args = _parser().parse_args(argv)
-    seeds = [int(s) for s in args.seed_list.split(",")] if getattr(args, "seed_list", None) else None
     try:
+        from iclr26.core.config import parse_seed_list
+
+        seeds = parse_seed_list(getattr(args, "seed_list", None))
         if args.command in ("acquire", "prepare", "train", "evaluate"):
             from iclr26.core.job import parse_shard, run_stage
 
@@ -93,7 +98,7 @@ def main(argv=None) -> int:
         elif args.command == "claims":
             from iclr26.core.claims import write_claims_summary
 
-            write_claims_summary(args.inputs, args.out, args.metrics, args.plot)
+            write_claims_summary(args.inputs, args.out, args.metrics, args.plot, args.results)
         elif args.command == "report":
             from iclr26.core.report import write_report
 
@@ -116,8 +121,15 @@ def main(argv=None) -> int:
             print(yaml.safe_dump(compose_job_config(args.paper, args.scale, tuple(args.override), seeds),
                                  sort_keys=False), end="")
     except (PipelineError, FileNotFoundError) as err:
-        message = err
-        print(f"iclr26 {args.command}: error: {message}", file=sys.stderr)
+        print(f"iclr26 {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        # a full disk or a read-only folder: nothing was half-written (every output is written
+        # atomically), so one line and a rerun once there is room
+        print(f"iclr26 {args.command}: error: cannot write {err.filename or 'an output'}: {err.strerror} "
+              "(nothing was half-written; free space and rerun the same command)", file=sys.stderr)
         return 2
     return 0
 

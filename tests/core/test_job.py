@@ -18,7 +18,8 @@ def finished(workdir):
 
 
 def _a_prepared_file(workdir):
-    return next(p for p in sorted(workdir.glob(f"data/smoke/{PAPER}/prepared/*/*")) if p.name != "manifest.json")
+    return next(p for p in sorted(workdir.glob(f"data/smoke/{PAPER}/prepared/*/*"))
+                if p.name != "manifest.json" and not p.name.startswith("."))
 
 
 @pytest.mark.parametrize("damage", ["rewrite", "truncate"])

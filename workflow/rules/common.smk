@@ -12,12 +12,14 @@ from iclr26.core.config import (  # noqa: E402
     ConfigError,
     compose_job_config,
     config_digest,
+    default_job_config,
+    effective_overrides,
+    job_overrides,
     job_resource,
-    results_config,
+    job_view,
     split_overrides,
-    stage_config,
-    stage_overrides,
     validate_workflow_config,
+    view_digest,
     workflow_jobs,
 )
 from iclr26.core.job import data_dir, run_dir, shard_count, shard_marker  # noqa: E402
@@ -43,17 +45,35 @@ TABLE_FILES = ["table.md", "table.csv", "table.tex", "claims.json"]
 RESULT_FILES = [*TABLE_FILES, "records.csv", "config.yaml", "provenance.json"]
 
 
+def config_error(err):
+    sys.stderr.write(f"iclr26 config error: {err}\n")
+    sys.exit(1)
+
+
+@functools.cache
 def overrides(paper):
-    return tuple(split_overrides(config["overrides"], paper))
+    """The paper's overrides that change its config (one restating a default is dropped: it reruns nothing)."""
+    try:
+        return tuple(effective_overrides(paper, SCALE, split_overrides(config["overrides"], paper)))
+    except ConfigError as err:
+        config_error(err)
+
+
+@functools.cache
+def seed_list(paper):
+    """The workflow's seeds when they are not the paper's own (None: the paper's own list)."""
+    seeds = config["seeds"]
+    if seeds is None or list(seeds) == list(default_job_config(paper, SCALE)["seeds"]):
+        return None
+    return tuple(seeds)
 
 
 @functools.cache  # the DAG asks for it in every job's params and resources: compose once
 def job_config(paper):
     try:
-        return compose_job_config(paper, SCALE, overrides(paper), config["seeds"])
+        return compose_job_config(paper, SCALE, overrides(paper), seed_list(paper))
     except ConfigError as err:
-        sys.stderr.write(f"iclr26 config error: {err}\n")
-        sys.exit(1)
+        config_error(err)
 
 
 def methods(paper):
@@ -61,11 +81,12 @@ def methods(paper):
     chosen = config["methods"].get(paper) or job_config(paper).get("run_methods") or list(PAPER_DECL[paper].methods)
     unknown = [m for m in chosen if m not in PAPER_DECL[paper].methods]
     if unknown:
-        sys.stderr.write(
-            f"iclr26 config error: config key 'methods.{paper}' names unknown method {unknown[0]!r}; "
-            f"allowed: {', '.join(PAPER_DECL[paper].methods)}\n"
-        )
-        sys.exit(1)
+        config_error(f"config key 'methods.{paper}' names unknown method {unknown[0]!r}; "
+                     f"allowed: {', '.join(PAPER_DECL[paper].methods)}")
+    if len(set(chosen)) != len(chosen):
+        twice = next(m for m in chosen if chosen.count(m) > 1)
+        config_error(f"config key 'methods.{paper}' lists method {twice!r} twice: each method runs once "
+                     "(its records would be counted twice)")
     return chosen
 
 
@@ -75,23 +96,24 @@ for _paper in PAPERS:  # fail on a bad override or method now, before any job ru
 
 
 @functools.cache
-def digest(paper, stage):
-    """Params that make Snakemake rerun a job when the config it reads or the paper's code changes.
-    A data stage reads only part of the config (core.config.stage_config). (Changes to shared code
-    under src/iclr26/core rerun nothing by themselves: use --forcerun.)"""
-    cfg = stage_config(job_config(paper), stage, PAPER_DECL[paper].data_reads)
-    # the shard count is not what the numbers depend on (core.job.Job.config_digest)
-    results = {k: v for k, v in results_config(cfg).items() if k != "shards"}
-    return config_digest({"code": PAPER_DECL[paper].source_digest(), **results})
+def digest(paper, stage, dataset=None):
+    """Params that make Snakemake rerun a job when the config it reads or the paper's code changes:
+    the digest of the job's view of the config (core.config.job_view: a data job reads its own
+    dataset's entry; no job reads the seed list unless its paper declares it), as the job records it.
+    (Changes to shared code under src/iclr26/core rerun nothing by themselves: use --forcerun.)"""
+    view = job_view(PAPER_DECL[paper], job_config(paper), stage, dataset)
+    return view_digest(view, PAPER_DECL[paper].source_digest())
 
 
-def cli_args(paper, stage=None):
-    """The workflow's overrides (those of the keys the stage reads) and seeds, passed on to the
-    job's own Hydra composition."""
-    chosen = stage_overrides(overrides(paper), stage, PAPER_DECL[paper].data_reads) if stage else overrides(paper)
+def cli_args(paper, stage=None, dataset=None):
+    """The workflow's overrides (those of the keys the job reads) and seeds (for a job that reads the
+    seed list, when they are not the paper's own), passed on to the job's own Hydra composition. An
+    unchanged job gets the same command line, so Snakemake reruns nothing for it."""
+    decl = PAPER_DECL[paper]
+    chosen = job_overrides(decl, overrides(paper), stage, dataset) if stage else overrides(paper)
     args = [f"--override={o}" for o in chosen]
-    if config["seeds"]:
-        args.append("--seed-list=" + ",".join(map(str, config["seeds"])))
+    if seed_list(paper) and (stage is None or stage in decl.seed_list_stages):
+        args.append("--seed-list=" + ",".join(map(str, seed_list(paper))))
     return " ".join(shlex.quote(a) for a in args)
 
 

@@ -16,8 +16,8 @@ rule acquire:
     resources:
         **stage_resources("acquire"),
     params:
-        config=lambda w: digest(w.paper, "acquire"),
-        args=lambda w: cli_args(w.paper, "acquire"),
+        config=lambda w: digest(w.paper, "acquire", w.dataset),
+        args=lambda w: cli_args(w.paper, "acquire", w.dataset),
         source=lambda w: source_of(w.paper, w.dataset),
     message:
         "acquire {wildcards.paper}/{wildcards.dataset} ({wildcards.scale}): {params.source}"
@@ -44,8 +44,8 @@ rule prepare_shard:
     resources:
         **stage_resources("prepare"),
     params:
-        config=lambda w: digest(w.paper, "prepare"),
-        args=lambda w: cli_args(w.paper, "prepare"),
+        config=lambda w: digest(w.paper, "prepare", w.dataset),
+        args=lambda w: cli_args(w.paper, "prepare", w.dataset),
     shell:
         "python -m iclr26 prepare --paper {wildcards.paper} --scale {wildcards.scale}"
         " --dataset {wildcards.dataset} --shard {wildcards.k}/{wildcards.n} {params.args} 2>&1 | tee {log}"
@@ -67,8 +67,8 @@ rule prepare:
     resources:
         **stage_resources("prepare"),
     params:
-        config=lambda w: digest(w.paper, "prepare"),
-        args=lambda w: cli_args(w.paper, "prepare"),
+        config=lambda w: digest(w.paper, "prepare", w.dataset),
+        args=lambda w: cli_args(w.paper, "prepare", w.dataset),
     shell:
         "python -m iclr26 prepare --paper {wildcards.paper} --scale {wildcards.scale}"
         " --dataset {wildcards.dataset} {params.args} 2>&1 | tee {log}"

@@ -21,7 +21,7 @@ for _paper in PAPERS:
         threads: 1
         params:
             paper=_paper,
-            config=lambda w, paper=_paper: config_digest(job_config(paper)),
+            config=lambda w, paper=_paper: view_digest(job_config(paper), PAPER_DECL[paper].source_digest()),
             args=lambda w, paper=_paper: cli_args(paper),
         shell:
             f"python -m iclr26 tabulate --paper {{params.paper}} --scale {SCALE} {{params.args}}"
@@ -42,7 +42,7 @@ rule claims:
         "../../envs/pipeline.yaml"
     shell:
         "python -m iclr26 claims --inputs {input} --out {output.md} --metrics {output.metrics}"
-        " --plot {output.plot} 2>&1 | tee {log}"
+        " --plot {output.plot} --results results 2>&1 | tee {log}"
 
 
 rule report:

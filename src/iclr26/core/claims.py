@@ -199,7 +199,9 @@ def claims_markdown(payloads: list[dict]) -> str:
             "|---|---|---|---|---|---|---|"]
     rows, checks = list(head), list(head)
     cell = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    stale = [p for p in payloads if p.get("stale")]
     for payload in payloads:
+        paper = payload["paper"] + (" (not rerun)" if payload.get("stale") else "")
         for c in payload["claims"]:
             est = c["estimate"]
             is_check = c.get("kind", "claim") == "check"
@@ -207,11 +209,15 @@ def claims_markdown(payloads: list[dict]) -> str:
                 counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
             ours = f"{c['compared']}: {_fmt(est['value'])} [{_fmt(est['lo'])}, {_fmt(est['hi'])}]"
             (checks if is_check else rows).append(
-                f"| {payload['paper']} | {payload['scale']} | {cell(c['claim'])} | {cell(c.get('paper', ''))} | "
+                f"| {paper} | {payload['scale']} | {cell(c['claim'])} | {cell(c.get('paper', ''))} | "
                 f"{cell(ours)} | {c['test']} ({est['n']}) | {cell(outcome_text(c))} |"
             )
     total = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-    lines += [f"Totals: {total or 'no claims'}.", "", *rows, ""]
+    lines += [f"Totals: {total or 'no claims'}.", ""]
+    if stale:
+        lines += ["Papers marked *(not rerun)* were not part of the run that wrote this page: their results are "
+                  "older files found in results/:", "", *(f"- {p['paper']}: {stale_note(p)}" for p in stale), ""]
+    lines += [*rows, ""]
     if len(checks) > len(head):
         lines += ["## Checks and probes (not the paper's claims; not counted in the totals)", "", *checks, ""]
     return "\n".join(lines)
@@ -237,10 +243,30 @@ def claims_table(payloads: list[dict]) -> str:
     return pd.concat(rows).to_csv(index=False, float_format="%.6g") if rows else "paper,claim\n"
 
 
-def write_claims_summary(inputs, out, metrics: str | None = None, plot: str | None = None) -> Path:
+def earlier_results(results_dir, fresh: list[str]) -> list[Path]:
+    """The claims.json of every paper in `results_dir` that this run did not tabulate (`fresh`): a
+    run of some papers must not drop the others from the summaries, only say they are older."""
+    found = sorted(Path(results_dir).glob("*/claims.json")) if results_dir else []
+    return [path for path in found if path.parent.name not in set(fresh)]
+
+
+def stale_note(payload: dict) -> str:
+    meta = payload.get("provenance") or {}
+    return (f"not rerun by this run: tabulated {meta.get('created_utc', 'at an unknown time')} at "
+            f"{payload.get('scale', '?')} scale (git {str(meta.get('git_commit', 'unknown'))[:12]})")
+
+
+def write_claims_summary(inputs, out, metrics: str | None = None, plot: str | None = None,
+                         results_dir: str | None = None) -> Path:
+    """results/claims.md (and the DVC metrics and plot) from this run's claims.json files (`inputs`)
+    and, given `results_dir`, every other paper's results found there, each marked as not rerun."""
     from .io import write_json
 
-    payloads = sorted((read_json(p) for p in inputs), key=lambda p: p["paper"])
+    payloads = [read_json(p) for p in inputs]
+    fresh = [p["paper"] for p in payloads]
+    for path in earlier_results(results_dir, fresh):
+        payloads.append({**read_json(path), "stale": True})
+    payloads.sort(key=lambda p: p["paper"])
     if metrics:
         write_json(metrics, claims_metrics(payloads))
     if plot:

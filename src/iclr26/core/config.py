@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,11 +30,27 @@ from .errors import ConfigError  # noqa: E402  (re-exported: callers import it f
 
 
 # ----------------------------------------------------------------------------- workflow config
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: by default the
+    last value wins silently (`scale: smoke` then `scale: tiny` ran a tiny plan)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark, f"key {key!r} is given twice", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml_file(path: str | Path) -> Any:
-    """A YAML file, or one ConfigError naming the file, the line and the problem."""
+    """A YAML file, or one ConfigError naming the file, the line and the problem (a key given twice
+    in one mapping is a problem)."""
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -51,6 +69,9 @@ def validate_workflow_config(config: dict, implemented: Iterable[str], schema_pa
 
     schema = yaml.safe_load(Path(schema_path).read_text())
     implemented = list(implemented)
+    if not isinstance(config, dict):
+        raise ConfigError("the workflow config (config/config.yaml and --config) is not a mapping of keys: "
+                          f"it needs at least 'scale' ({', '.join(SCALES)})")
     config = _numbers_from_command_line(config)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(e.path)))
@@ -66,6 +87,12 @@ def validate_workflow_config(config: dict, implemented: Iterable[str], schema_pa
         if err.validator == "additionalProperties":
             allowed = ", ".join(sorted(err.schema.get("properties", {})))
             raise ConfigError(f"config has unknown key(s) at '{key}': {err.message}; allowed keys: {allowed}")
+        if err.validator == "uniqueItems":
+            raise ConfigError(f"config key '{key}' = {err.instance!r} lists an item twice: each seed, paper or "
+                              "method runs once (a repeated seed would be counted as an independent one)")
+        if err.validator == "maximum":
+            raise ConfigError(f"config key '{key}' = {err.instance!r} is too large; allowed: at most "
+                              f"{err.validator_value} (seeds are 31-bit integers)")
         top = schema["properties"].get(str(err.absolute_path[0]), {}) if err.absolute_path else {}
         allowed = top.get("description", "").strip()
         detail = f"; allowed: {allowed}" if allowed else f": {err.message}"
@@ -82,21 +109,67 @@ def validate_workflow_config(config: dict, implemented: Iterable[str], schema_pa
             f"config key 'papers' names unknown paper {unknown[0]!r}; implemented: {', '.join(implemented)}"
         )
     filled["papers"] = list(papers)
+    for paper in filled.get("methods") or {}:
+        if paper not in implemented:
+            raise ConfigError(f"config key 'methods.{paper}' names unknown paper {paper!r}; "
+                              f"implemented: {', '.join(implemented)}")
     for item in filled.get("overrides") or []:
         head, sep, rest = item.partition(":")
         if sep and "=" not in head and head not in implemented:
             raise ConfigError(f"config key 'overrides' item {item!r} names unknown paper {head!r}; "
                               f"implemented: {', '.join(implemented)}")
+        check_override_key(rest if sep and "=" not in head else item)
     return filled
+
+
+# who a job is, set by the composition itself (paper/<slug>.yaml, scale/<scale>.yaml): an override of
+# them would make a smoke job read tiny data or one paper's job call itself another
+IDENTITY_KEYS = ("slug", "scale")
+
+
+def check_override_key(item: str) -> None:
+    key = item.lstrip("+~").partition("=")[0].strip()
+    if key in IDENTITY_KEYS:
+        raise ConfigError(f"override {item!r}: '{key}' is who the job is, not a setting (choose the paper with "
+                          "'papers' and the scale with 'scale')")
 
 
 def _numbers_from_command_line(config: dict) -> dict:
     """`--config 'seeds=[0,1,2,3]'` reaches us as ['0', '1', '2', '3'] (Snakemake parses list items as
     strings): read integer-looking seeds as the integers the user wrote."""
     seeds = config.get("seeds")
+    if isinstance(seeds, str) and seeds.strip().lower() in ("null", "none", "~", ""):
+        return {**config, "seeds": None}  # what the schema allows: `--config seeds=null` keeps each paper's
     if isinstance(seeds, list) and all(isinstance(s, str) and s.strip().isdigit() for s in seeds):
         return {**config, "seeds": [int(s) for s in seeds]}
     return config
+
+
+MAX_SEED = 2**31 - 1  # every RNG the papers seed (numpy, torch, Python's, gymnasium's) takes a 31-bit seed
+
+
+def check_seed_list(seeds, where: str) -> list[int]:
+    """A list of distinct non-negative integer seeds, each at most MAX_SEED; else one ConfigError."""
+    if not isinstance(seeds, list) or not seeds:
+        raise ConfigError(f"{where}: seeds must be a non-empty list of integers, got {seeds!r}")
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise ConfigError(f"{where}: seed {seed!r} is not allowed; allowed: integers from 0 to {MAX_SEED}")
+    if len(set(seeds)) != len(seeds):
+        twice = next(s for s in seeds if seeds.count(s) > 1)
+        raise ConfigError(f"{where}: seed {twice} is listed twice; each seed runs once (a repeated seed would "
+                          "be counted as an independent one)")
+    return seeds
+
+
+def parse_seed_list(text: str | None) -> list[int] | None:
+    """`--seed-list 0,1,2` -> [0, 1, 2]; None -> None; anything else: one ConfigError."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in str(text).split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise ConfigError(f"--seed-list {text!r}: expected comma-separated non-negative integers, e.g. 0,1,2")
+    return check_seed_list([int(p) for p in parts], "--seed-list")
 
 
 def split_overrides(overrides: Iterable[str], slug: str) -> list[str]:
@@ -117,29 +190,51 @@ COMPOSE_CACHE = REPO_ROOT / ".cache" / "compose"
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+_ENV_READ = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)")
+
+
 def _compose_key(slug: str, scale: str, overrides: tuple[str, ...]) -> str:
-    """Everything a composition depends on: the config tree's files, the request, Hydra's version."""
+    """Everything a composition depends on: the config tree's files, the request, Hydra's version and
+    the value of every environment variable the tree reads (`${oc.env:NAME,default}`)."""
     from importlib.metadata import version
 
     digest = hashlib.sha256(json.dumps([slug, scale, list(overrides), version("hydra-core")]).encode())
+    names = set()
     for path in sorted(HYDRA_DIR.rglob("*.yaml")):
-        digest.update(str(path.relative_to(HYDRA_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
+        text = path.read_bytes()
+        names.update(_ENV_READ.findall(text.decode(errors="replace")))
+        digest.update(str(path.relative_to(HYDRA_DIR)).encode() + b"\0" + text + b"\0")
+    digest.update(json.dumps({name: os.environ.get(name) for name in sorted(names)}).encode())
     return digest.hexdigest()[:24]
+
+
+def _sealed(text: str) -> str:
+    """A cache entry: its text after one line holding the text's sha256, so an edited entry is seen."""
+    return f"# sha256 {hashlib.sha256(text.encode()).hexdigest()}\n{text}"
+
+
+def _unseal(entry: str) -> str | None:
+    head, _, text = entry.partition("\n")
+    return text if head == f"# sha256 {hashlib.sha256(text.encode()).hexdigest()}" else None
 
 
 @functools.lru_cache(maxsize=256)
 def _compose(slug: str, scale: str, overrides: tuple[str, ...]) -> str:
     """The resolved config as YAML. Hydra takes ~1 s per composition, and every job composes the
     config Snakemake already composed when it built the DAG: the result is kept on disk under a key
-    of every input file, so a job reuses it and an edited config file never hits a stale entry."""
+    of every input (core._compose_key), so a job reuses it and an edited config file or environment
+    variable never hits a stale entry; an entry whose text no longer matches its checksum (edited by
+    hand) is composed again."""
     cached = COMPOSE_CACHE / f"{_compose_key(slug, scale, overrides)}.yaml"
     if cached.exists():
-        return cached.read_text()
+        text = _unseal(cached.read_text())
+        if text is not None:
+            return text
     text = _compose_with_hydra(slug, scale, overrides)
     try:
         from .io import atomic_write
 
-        atomic_write(cached, text)
+        atomic_write(cached, _sealed(text))
     except OSError:  # a read-only checkout still works, only slower
         pass
     return text
@@ -182,15 +277,51 @@ def compose_job_config(slug: str, scale: str, overrides: Sequence[str] = (), see
     from .paper import get_paper
 
     paper = get_paper(slug)
+    for item in overrides:
+        check_override_key(item)
     extra = tuple(overrides)
     if seeds:
-        extra += (f"seeds=[{','.join(str(int(s)) for s in seeds)}]",)
+        extra += (f"seeds=[{','.join(str(int(s)) for s in check_seed_list(list(seeds), 'seeds'))}]",)
     cfg = yaml.load(_compose(slug, scale, extra), Loader=_YAML_LOADER)  # libyaml: 10x faster, same types
     if overrides:
         defaults = yaml.load(_compose(slug, scale, ()), Loader=_YAML_LOADER)
         check_override_types(slug, scale, overrides, defaults, cfg)
+    check_seed_list(cfg.get("seeds"), f"paper {slug} ({scale}): config key 'seeds'")
     check_job_config(paper, cfg)
     return cfg
+
+
+def default_job_config(slug: str, scale: str) -> dict:
+    """The paper's job config with no override and its own seeds (what an override is compared with)."""
+    return yaml.load(_compose(slug, scale, ()), Loader=_YAML_LOADER)
+
+
+def _lookup(cfg: dict, key: str):
+    node = cfg
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+_MISSING = object()
+
+
+def effective_overrides(slug: str, scale: str, overrides: Sequence[str]) -> list[str]:
+    """The overrides that change the paper's config: one that sets a key to the value it has anyway
+    is dropped, so that writing a default out on the command line reruns nothing (the jobs' command
+    lines, which Snakemake compares, stay the same). Additions and deletions are kept."""
+    if not overrides:
+        return []
+    defaults, cfg = default_job_config(slug, scale), compose_job_config(slug, scale, tuple(overrides))
+    kept = []
+    for item in overrides:
+        key = item.partition("=")[0]
+        if item.startswith(("+", "~")) or _lookup(defaults, key) is _MISSING or \
+                _lookup(defaults, key) != _lookup(cfg, key):
+            kept.append(item)
+    return kept
 
 
 def _type_name(value: Any) -> str:
@@ -219,23 +350,27 @@ def check_override_types(slug: str, scale: str, overrides: Sequence[str], defaul
 # not what the numbers depend on: how they are shown, scheduled (resources, cluster) or estimated (estimate)
 PRESENTATION_KEYS = ("table", "claims", "reported", "resources", "deviations", "cluster", "estimate",
                      "run_methods")  # which methods a scale runs: scheduling, not a number of any job
-# what every stage may read: who and where the job is, not how a method works
-JOB_KEYS = ("slug", "scale", "seeds", "seed_batch", "threads", "device", "launch", "resources", "conda_env")
+# what every stage may read: who and where the job is, not how a method works. The seed list is not
+# one of them: a job reads its own block (job.seeds) unless its paper declares that the stage reads
+# the whole list (Paper.seed_list_stages), so adding a seed reruns only the new seed's jobs
+JOB_KEYS = ("slug", "scale", "seed_batch", "threads", "device", "launch", "resources", "conda_env")
 DATA_STAGES = ("acquire", "prepare")
 
 
 class StageConfig(dict):
-    """The part of a job config one stage may read. The data stages (acquire, prepare) see `data`,
-    the job keys and the sections their paper declares in `data_reads`; so a training override
-    does not rerun them, and reading any other section is an error, not a silently stale input."""
+    """The part of a job config one stage may read. The data stages (acquire, prepare) see their own
+    dataset's `data` entry, the job keys and the sections their paper declares in `data_reads` (all of
+    `data` when it names "data"); so a training override or another dataset's change does not rerun
+    them. No stage sees `seeds` unless the paper declares it in `seed_list_stages`. Reading a hidden
+    key is an error naming the declaration to add, not a silently stale input."""
 
-    def __init__(self, visible: dict, hidden: Iterable[str], where: str):
+    def __init__(self, visible: dict, hidden: Iterable[str], where: str, remedy: dict[str, str] | None = None):
         super().__init__(visible)
-        self._hidden, self._where = frozenset(hidden), where
+        self._hidden, self._where, self._remedy = frozenset(hidden), where, remedy or {}
 
     def _refuse(self, key):
-        raise ConfigError(f"{self._where} reads config key '{key}', which it does not declare: add it to "
-                          "the paper's data_reads (so that a change of it reruns this stage)")
+        remedy = self._remedy.get(key, "add it to the paper's data_reads (so that a change of it reruns this stage)")
+        raise ConfigError(f"{self._where} reads config key '{key}', which it does not declare: {remedy}")
 
     def __getitem__(self, key):
         if key in self._hidden:
@@ -253,25 +388,71 @@ class StageConfig(dict):
         return super().__contains__(key)
 
 
-def stage_keys(stage: str, data_reads: Iterable[str]) -> tuple[str, ...] | None:
+_SEEDS_REMEDY = ("use job.seeds (the job's own seed block), or add the stage to the paper's seed_list_stages "
+                 "(then a change of the seed list reruns it)")
+
+
+def stage_keys(stage: str, data_reads: Iterable[str], reads_seed_list: bool = True) -> tuple[str, ...] | None:
     """Top-level config keys a stage reads (None: all of them)."""
-    return (*JOB_KEYS, "data", *data_reads) if stage in DATA_STAGES else None
+    seeds = ("seeds",) if reads_seed_list else ()
+    return (*JOB_KEYS, *seeds, "data", *data_reads) if stage in DATA_STAGES else None
 
 
-def stage_config(cfg: dict, stage: str, data_reads: Iterable[str] = ()) -> dict:
-    keys = stage_keys(stage, data_reads)
+def stage_config(cfg: dict, stage: str, data_reads: Iterable[str] = (), dataset: str | None = None,
+                 reads_seed_list: bool = True) -> dict:
+    """The view of `cfg` one job of `stage` reads (StageConfig); `dataset`: a data stage's dataset."""
+    keys = stage_keys(stage, data_reads, reads_seed_list)
+    where = f"stage {stage} of paper {cfg.get('slug')}"
+    hidden = [] if reads_seed_list or "seeds" not in cfg else ["seeds"]
     if keys is None:
-        return cfg
+        if not hidden:
+            return cfg
+        return StageConfig({k: v for k, v in cfg.items() if k not in hidden}, hidden, where,
+                           {"seeds": _SEEDS_REMEDY})
     visible = {k: v for k, v in cfg.items() if k in keys}
-    return StageConfig(visible, [k for k in cfg if k not in keys], f"stage {stage} of paper {cfg.get('slug')}")
+    if dataset is not None and "data" not in data_reads and isinstance(cfg.get("data"), dict):
+        others = [d for d in cfg["data"] if d != dataset]
+        visible["data"] = StageConfig({dataset: cfg["data"][dataset]}, others, f"{where} (dataset {dataset})",
+                                      {d: "add 'data' to the paper's data_reads (then a change of any dataset "
+                                          "reruns every data job)" for d in others})
+    return StageConfig(visible, [k for k in cfg if k not in keys], where, {"seeds": _SEEDS_REMEDY})
 
 
-def stage_overrides(overrides: Iterable[str], stage: str, data_reads: Iterable[str] = ()) -> list[str]:
-    """The overrides a stage's job is given: those of the keys it reads."""
-    keys = stage_keys(stage, data_reads)
-    if keys is None:
-        return list(overrides)
-    return [o for o in overrides if o.lstrip("+~").split("=", 1)[0].split(".")[0] in keys]
+def stage_overrides(overrides: Iterable[str], stage: str, data_reads: Iterable[str] = (), dataset: str | None = None,
+                    reads_seed_list: bool = True) -> list[str]:
+    """The overrides a stage's job is given: those of the keys it reads (a data job: its own dataset's)."""
+    keys = stage_keys(stage, data_reads, reads_seed_list)
+    chosen = []
+    for item in overrides:
+        path = item.lstrip("+~").split("=", 1)[0].split(".")
+        if keys is not None and path[0] not in keys:
+            continue
+        if keys is None and path[0] == "seeds" and not reads_seed_list:
+            continue
+        if dataset is not None and path[0] == "data" and "data" not in data_reads and len(path) > 1 \
+                and path[1] != dataset:
+            continue
+        chosen.append(item)
+    return chosen
+
+
+def job_view(paper, cfg: dict, stage: str, dataset: str | None = None) -> dict:
+    """What one job of a paper's stage reads of the composed config (stage_config, with the paper's
+    declarations): the workflow's rerun digest and the job's own digest are both computed from it."""
+    return stage_config(cfg, stage, paper.data_reads, dataset, stage in paper.seed_list_stages)
+
+
+def job_overrides(paper, overrides: Iterable[str], stage: str, dataset: str | None = None) -> list[str]:
+    return stage_overrides(overrides, stage, paper.data_reads, dataset, stage in paper.seed_list_stages)
+
+
+def view_digest(view: dict, paper_code: str) -> str:
+    """The digest of what a job's numbers depend on: the config it reads (less presentation and
+    scheduling, less the shard count: units saved by shard jobs serve any count) and the paper's code."""
+    cfg = {k: v for k, v in results_config(dict(view)).items() if k != "shards"}
+    if isinstance(cfg.get("data"), StageConfig):
+        cfg["data"] = dict(cfg["data"])
+    return config_digest({"config": cfg, "code": paper_code})
 
 
 def results_config(cfg: dict) -> dict:
@@ -343,10 +524,13 @@ def seed_blocks(seeds: Sequence[int], batch: int) -> list[str]:
 
 
 def parse_seed_block(name: str) -> list[int]:
-    if not name.startswith("s"):
-        raise ConfigError(f"seed block {name!r} must start with 's'")
-    body = name[1:]
+    """'s3' -> [3], 's0-7' -> [0..7], 's1_4_9' -> [1, 4, 9]; anything else: one ConfigError."""
+    body = str(name)[1:] if str(name).startswith("s") else None
+    if body is None or not re.fullmatch(r"[0-9]+(-[0-9]+|(_[0-9]+)*)", body):
+        raise ConfigError(f"seed block {name!r}: expected s<seed>, s<first>-<last> or s<a>_<b>_..., e.g. s0 or s0-7")
     if "-" in body:
-        lo, hi = body.split("-")
-        return list(range(int(lo), int(hi) + 1))
-    return [int(s) for s in body.split("_")]
+        lo, hi = (int(x) for x in body.split("-"))
+        seeds = list(range(lo, hi + 1))
+    else:
+        seeds = [int(s) for s in body.split("_")]
+    return check_seed_list(seeds, f"seed block {name!r}")

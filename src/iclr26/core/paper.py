@@ -37,11 +37,17 @@ class Paper:
     # methods whose train() does nothing (training-free baselines): the workflow queues no train job
     # for them and their evaluate reads no train output
     training_free: tuple[str, ...] = ()
+    # stages that read the whole seed list (config key `seeds`), e.g. an acquire that draws every seed's
+    # data: a change of the list reruns them. Every other job reads only its own block (job.seeds).
+    seed_list_stages: tuple[str, ...] = ()
 
     def __post_init__(self):
         unknown = [m for m in self.training_free if m not in self.methods]
         if unknown:
             raise ValueError(f"paper {self.slug}: training_free names unknown method(s) {unknown}")
+        unknown = [s for s in self.seed_list_stages if s not in STAGES]
+        if unknown:
+            raise ValueError(f"paper {self.slug}: seed_list_stages names unknown stage(s) {unknown}")
 
     def module(self) -> ModuleType:
         return importlib.import_module(self.stage_module)
@@ -66,6 +72,18 @@ def _source_digest(slug: str, folder: str) -> str:
     digest = hashlib.sha256()
     for path in sorted(Path(folder).rglob("*.py")):
         digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def core_digest() -> str:
+    """A hash of the shared code every job runs (src/iclr26/core and the command line). It does not
+    rerun jobs by itself (an edit there would rerun every paper: use --forcerun), but saved units of
+    work and checkpoints are keyed by it, so a forced rerun recomputes under the new code."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in [*sorted((package / "core").rglob("*.py")), package / "__main__.py", package / "__init__.py"]:
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 

@@ -17,7 +17,8 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str:
-    """The commit of the checkout, with '+dirty' when tracked files differ from it."""
+    """The commit of the checkout, with '+dirty' when its files differ from it: a tracked file
+    changed, or a file git does not ignore added (a new module changes the code a job runs)."""
     def git(*args: str) -> str:
         return subprocess.run(
             ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=10
@@ -25,7 +26,7 @@ def git_commit() -> str:
 
     try:
         commit = git("rev-parse", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
+        dirty = git("status", "--porcelain", "--untracked-files=normal")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return commit + ("+dirty" if dirty else "")

@@ -131,7 +131,16 @@ def forest_plot_png(payloads: list[dict]) -> bytes:
 
 
 def write_report(papers: list[str], results_dir, out) -> Path:
+    """The page of this run's papers and of every other paper whose results are in `results_dir`
+    (each of those marked as not rerun by this run)."""
+    from .claims import earlier_results, stale_note
+
     results = Path(results_dir)
+    stale = {}
+    for path in earlier_results(results, papers):
+        if all((path.parent / name).exists() for name in ("table.md", "provenance.json")):
+            stale[path.parent.name] = stale_note(read_json(path))
+    papers = sorted([*papers, *stale])
     payloads, deviations = [], {}
     for slug in papers:
         claims_file = results / slug / "claims.json"
@@ -155,6 +164,9 @@ def write_report(papers: list[str], results_dir, out) -> Path:
         nav.append(f'<a href="#{slug}">{slug}</a>')
         meta = read_json(results / slug / "provenance.json")
         body = markdown_to_html(table.read_text(), table.parent)
+        if slug in stale:
+            note = html.escape(stale[slug])
+            body = f'<p class="stale"><b>Not rerun by the run that wrote this page</b>: {note}.</p>' + body
         sections.append(f'<section id="{slug}">{body}<p><small>git {html.escape(meta["git_commit"])} · '
                         f'{html.escape(meta["created_utc"])}</small></p></section>')
     claims = results / "claims.md"

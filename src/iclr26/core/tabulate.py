@@ -13,10 +13,10 @@ import yaml
 
 from . import faults
 from .claims import check_claims
-from .config import compose_job_config
+from .config import compose_job_config, view_digest
 from .io import atomic_path, atomic_write, write_json
 from .job import load_records
-from .paper import get_paper
+from .paper import core_digest, get_paper
 from .provenance import provenance
 from .tables import build_sections, render_csv, render_latex, render_markdown
 
@@ -44,7 +44,7 @@ def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir)
     faults.enter_stage("tabulate")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    records = pd.DataFrame(load_records(eval_files))
+    records = pd.DataFrame(load_records(eval_files, cfg))
     if records.empty:
         raise ValueError(f"paper {slug}: the evaluate jobs produced no records")
 
@@ -82,7 +82,9 @@ def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir)
             .to_csv(tmp, index=False, float_format="%.8g")
     faults.reached("done")  # tests: a kill with the table written and the rest not
     atomic_write(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
-    meta = provenance(stage="tabulate", paper=slug, scale=scale, inputs=[str(p) for p in eval_files])
+    meta = provenance(stage="tabulate", paper=slug, scale=scale, inputs=[str(p) for p in eval_files],
+                      config_digest=view_digest(cfg, paper.source_digest()),
+                      code={"paper": paper.source_digest(), "core": core_digest()})
     write_json(out / "provenance.json", meta)
     return write_json(out / "claims.json", {"paper": slug, "title": paper.title, "scale": scale,
                                             "seeds": cfg["seeds"], "claims": claims, "provenance": meta})

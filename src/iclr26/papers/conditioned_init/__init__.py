@@ -16,4 +16,5 @@ PAPER = Paper(
     stage_module="iclr26.papers.conditioned_init.stages",
     data_parallel=True,  # training.py shards each batch over `accelerate launch` processes
     gpu_stages=("train",),  # evaluate reads the saved test logits with numpy
+    seed_list_stages=("acquire", "prepare"),  # they draw or train something for every seed of the list
 )

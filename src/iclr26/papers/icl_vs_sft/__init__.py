@@ -18,4 +18,5 @@ PAPER = Paper(
     stage_module="iclr26.papers.icl_vs_sft.stages",
     gpu_stages=("train",),    # both learners run in train; evaluate averages their JSON results
     data_reads=("model", "pretrain", "format"),   # prepare pretrains the tiny model (tiny, smoke)
+    seed_list_stages=("acquire", "prepare"),  # they draw or train something for every seed of the list
 )

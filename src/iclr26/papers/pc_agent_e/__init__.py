@@ -21,4 +21,5 @@ PAPER = Paper(
     data_reads=("env", "human", "teacher", "boost", "distill", "model"),  # model: full acquire fetches it
     training_free=("base", "teacher"),
     data_parallel=True,  # full scale: train() shards each step over `accelerate launch` processes (full.py)
+    seed_list_stages=("prepare",),  # they draw or train something for every seed of the list
 )

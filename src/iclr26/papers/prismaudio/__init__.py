@@ -23,4 +23,5 @@ PAPER = Paper(
     gpu_stages=(),            # the toy generator runs on CPU at every scale (deviations)
     data_reads=("pretrain", "model", "grpo", "eval", "arms"),
     training_free=("base",),
+    seed_list_stages=("prepare",),  # they draw or train something for every seed of the list
 )

@@ -15,4 +15,5 @@ PAPER = Paper(
     training_free=("original", "keyword_suppression"),  # train() fits nothing for them (stages.train)
     gpu_stages=("prepare", "evaluate"),   # prepare calibrates (one pass, shared by both steering arms); train is numpy
     data_reads=("model", "base", "format", "method", "eval"),  # prepare trains (tiny) or loads the model, calibrates
+    seed_list_stages=("prepare",),  # they draw or train something for every seed of the list
 )

@@ -19,4 +19,5 @@ PAPER = Paper(
     gpu_stages=("prepare", "train"),   # prepare extracts key-frame features at full; train pretrains,
                                        # fine-tunes and scores; evaluate is metrics
     data_reads=("split", "genre"),   # prepare: split.tau (the data checks), genre.definitions (full: the vocabulary)
+    seed_list_stages=("acquire", "prepare"),  # they draw or train something for every seed of the list
 )

@@ -16,4 +16,5 @@ PAPER = Paper(
     training_free=("high_entropy",),  # not in train.sft_methods: a Stage A baseline only (stages.train)
     gpu_stages=("prepare", "train", "evaluate"),   # prepare writes the model's own traces (one pass, shared)
     data_reads=("model", "base", "format", "method", "train"),  # prepare writes the model's own traces
+    seed_list_stages=("prepare",),  # they draw or train something for every seed of the list
 )
