@@ -142,8 +142,8 @@ def test_print_a_resolved_job_config():
     (["seeds=[99999999999999999999]"], "config key 'seeds.0' = 99999999999999999999 is too large"),
     (["methods={scorr: [dqn]}"], "config key 'methods.scorr' names unknown paper 'scorr'"),
     (["methods={andor_template: [mlp, mlp, template]}"], "lists an item twice"),
-    (["overrides=[diffusion_convergence:seeds=[-1,-2]]"], "seed -1 is not allowed"),
-    (["overrides=[diffusion_convergence:seeds=[3,3]]"], "seed 3 is listed twice"),
+    (['overrides=["diffusion_convergence:seeds=[-1,-2]"]'], "seed -1 is not allowed"),
+    (['overrides=["diffusion_convergence:seeds=[3,3]"]'], "seed 3 is listed twice"),
     (["overrides=[diffusion_convergence:scale=tiny]"], "'scale' is who the job is, not a setting"),
     (["overrides=[slug=scorer]"], "'slug' is who the job is, not a setting"),
 ])

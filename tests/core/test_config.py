@@ -58,7 +58,7 @@ def test_seeds_from_the_command_line_are_integers():
     """Snakemake hands `--config 'seeds=[0,1,2,3]'` over as strings; the README's example must work."""
     filled = validate_workflow_config({"scale": "tiny", "seeds": ["0", "1", "2", "3"]}, PAPERS)
     assert filled["seeds"] == [0, 1, 2, 3]
-    with pytest.raises(ConfigError, match=r"config key 'seeds' = \['-1'\] is not valid; allowed: a list of distinct"):
+    with pytest.raises(ConfigError, match=r"config key 'seeds.0' = '-1' is not valid; allowed: a list of distinct"):
         validate_workflow_config({"scale": "tiny", "seeds": ["-1"]}, PAPERS)
 
 

@@ -77,6 +77,9 @@ def validate_workflow_config(config: dict, implemented: Iterable[str], schema_pa
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(e.path)))
     if errors:
         err = errors[0]
+        if err.validator in ("oneOf", "anyOf") and err.context:  # e.g. seeds: null or a list; say what is wrong
+            branches = [e for e in err.context if not (e.validator == "type" and e.validator_value == "null")]
+            err = jsonschema.exceptions.best_match(branches or err.context)
         key = _describe(err.absolute_path)
         if err.validator == "required":
             missing = err.message.split("'")[1]
