@@ -265,16 +265,24 @@ FOLDER_DIGEST = ".work-digest"  # a dot file: in no manifest
 
 
 def _clear_stale_folder(job: Job) -> None:
-    """A data or train folder holding work made under another config or code (its FOLDER_DIGEST
+    """A prepare or train folder holding work made under another config or code (its FOLDER_DIGEST
     differs) is emptied before the job runs: units and checkpoints of another digest are never reused
     anyway, and files an earlier config wrote (another grid size) must not enter this job's manifest.
-    Shard jobs share their folder with each other and leave it as it is."""
-    if job.shard is not None or job.stage not in ("acquire", "prepare", "train") or not job.is_main:
+    The first job of a new digest empties it, under a lock, so that shard jobs starting together do
+    not empty each other's work. Acquire folders are left as they are: they hold downloads and files
+    placed by hand, which acquire reuses by their checksums."""
+    if job.stage not in ("prepare", "train") or not job.is_main:
         return
+    import fcntl
+
     marker = job.out_dir / FOLDER_DIGEST
-    previous = marker.read_text().strip() if marker.is_file() else None
-    if previous != job.work_digest:
-        stale = [p for p in job.out_dir.rglob("*") if p.is_file() and p != marker and not p.name.startswith(".shard-")]
+    with open(job.out_dir / ".work-lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        previous = marker.read_text().strip() if marker.is_file() else None
+        if previous == job.work_digest:
+            return
+        keep = {marker.name, ".work-lock"}
+        stale = [p for p in job.out_dir.rglob("*") if p.is_file() and p.name not in keep]
         for path in stale:
             path.unlink()
         if stale:

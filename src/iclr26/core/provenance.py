@@ -43,10 +43,20 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def kernels() -> dict[str, str | None]:
+    """The CPU code paths the numeric libraries were pinned to (iclr26.PINNED_KERNELS)."""
+    import os
+
+    from iclr26 import PINNED_KERNELS
+
+    return {name: os.environ.get(name) for name in PINNED_KERNELS}
+
+
 def provenance(**extra) -> dict:
     return {
         "git_commit": git_commit(),
         "packages": package_versions(),
+        "kernels": kernels(),
         "python": platform.python_version(),
         "machine": f"{platform.system()} {platform.machine()}",
         "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
