@@ -15,8 +15,9 @@ from iclr26.core.config import ConfigError, read_yaml_file
 try:  # Snakemake's own message for a malformed or empty file names neither the file nor the key
     _config_file = Path(workflow.basedir) / "config" / "config.yaml"
     if not isinstance(read_yaml_file(_config_file), dict):
-        raise ConfigError(f"{_config_file}: empty or not a mapping of keys; it needs at least 'scale: tiny' "
-                          "(or smoke, full)")
+        raise ConfigError(
+            f"{_config_file}: empty or not a mapping of keys; it needs at least 'scale: tiny' " "(or smoke, full)"
+        )
 except ConfigError as err:
     sys.exit(f"iclr26 config error: {err}")
 

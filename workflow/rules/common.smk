@@ -81,12 +81,16 @@ def methods(paper):
     chosen = config["methods"].get(paper) or job_config(paper).get("run_methods") or list(PAPER_DECL[paper].methods)
     unknown = [m for m in chosen if m not in PAPER_DECL[paper].methods]
     if unknown:
-        config_error(f"config key 'methods.{paper}' names unknown method {unknown[0]!r}; "
-                     f"allowed: {', '.join(PAPER_DECL[paper].methods)}")
+        config_error(
+            f"config key 'methods.{paper}' names unknown method {unknown[0]!r}; "
+            f"allowed: {', '.join(PAPER_DECL[paper].methods)}"
+        )
     if len(set(chosen)) != len(chosen):
         twice = next(m for m in chosen if chosen.count(m) > 1)
-        config_error(f"config key 'methods.{paper}' lists method {twice!r} twice: each method runs once "
-                     "(its records would be counted twice)")
+        config_error(
+            f"config key 'methods.{paper}' lists method {twice!r} twice: each method runs once "
+            "(its records would be counted twice)"
+        )
     return chosen
 
 
