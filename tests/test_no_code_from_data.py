@@ -1,8 +1,9 @@
 """No file the pipeline reads may run code (issue 26; audit 2026-12-02, H8 and H9).
 
-A payload planted where the pipeline used to unpickle it: a genuine scorer checkpoint with a
-pickle in its env state (the old code pickle.loads'ed `state["env"]["pickled_env"]`).
-The payload is an object whose `__reduce__` opens a marker file for writing: unpickling it creates
+Two payloads planted where the pipeline used to unpickle them: a genuine scorer checkpoint with a
+pickle in its env state (the old code pickle.loads'ed `state["env"]["pickled_env"]`), and a saved
+generation batch that is a pickled object (the old code torch.load'ed it with weights_only=False).
+Each payload is an object whose `__reduce__` opens a marker file for writing: unpickling it creates
 the file, so the marker says whether code from the file ran.
 """
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import pickle
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -61,3 +63,49 @@ def test_a_pickle_planted_in_a_scorer_checkpoint_never_runs(tmp_path, monkeypatc
     # scratch on the same prepared data)
     shutil.rmtree(tmp_path / "runs/smoke/scorer/dqn")
     assert resumed == _scorer_records(SCORER)
+
+
+# ----------------------------------------------------------------------------- generation batches
+class TinyLM(torch.nn.Module):
+    """A seeded bigram model with generate()'s call signature: the store needs a model, not a good one."""
+
+    def __init__(self, vocab: int = 11):
+        super().__init__()
+        self.table = torch.nn.Embedding(vocab, vocab)
+        torch.nn.init.normal_(self.table.weight, generator=torch.Generator().manual_seed(0))
+        self.device = torch.device("cpu")
+
+    def forward(self, input_ids, cache=None, **_):
+        return SimpleNamespace(logits=self.table(input_ids), cache=cache)
+
+
+@pytest.fixture
+def resume_off():
+    from iclr26.core.lm import generate as generation
+
+    yield generation
+    generation.resume_in(None)
+
+
+def test_a_pickled_object_planted_as_a_generation_batch_never_runs(tmp_path, resume_off, capsys):
+    generation = resume_off
+    model, prompts = TinyLM().eval(), [[1, 2], [3], [4, 5, 6], [7], [8, 9]]
+
+    def sample():
+        return generation.generate(model, prompts, pad_id=0, eos_id=10, max_new_tokens=5, temperature=1.0,
+                                   seed=3, batch_size=2)
+
+    reference = sample()   # no store (resume off)
+    generation.resume_in(tmp_path / "generation")
+    assert sample() == reference
+    batches = sorted((tmp_path / "generation").rglob("chunk_*.pt"))
+    assert [p.name for p in batches] == ["chunk_0000000.pt", "chunk_0000002.pt", "chunk_0000004.pt"]
+    marker = tmp_path / "code-ran"
+    torch.save(Payload(marker), batches[0])   # what the audit planted in the folder _ChunkStore.open computes
+    capsys.readouterr()
+
+    assert sample() == reference
+    assert not marker.exists()
+    refusals = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[generate] refusing")]
+    assert len(refusals) == 1 and batches[0].name in refusals[0], refusals
+    assert set(torch.load(batches[0], weights_only=True)) == {*generation.FIELDS, "rng"}   # written again
