@@ -109,3 +109,43 @@ def test_a_pickled_object_planted_as_a_generation_batch_never_runs(tmp_path, res
     refusals = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[generate] refusing")]
     assert len(refusals) == 1 and batches[0].name in refusals[0], refusals
     assert set(torch.load(batches[0], weights_only=True)) == {*generation.FIELDS, "rng"}   # written again
+
+
+# ----------------------------------------------------------------------------- pinned downloads
+# Both used to be unpickled in full once their pin matched; a pin says which bytes were expected,
+# not that they are harmless, so here each payload comes with a pin that matches it.
+def test_a_panns_checkpoint_with_an_object_is_refused_with_its_pin(tmp_path):
+    import hashlib
+
+    import numpy as np
+
+    from iclr26.core.errors import DataError
+    from iclr26.papers.dart.encoders import load_checkpoint
+
+    path, marker = tmp_path / "ResNet38_mAP=0.434.pth", tmp_path / "code-ran"
+    sampler = {"indexes_per_class": [np.arange(3)], "queue": [np.int64(2)], "pointers_of_classes": [0]}
+    torch.save({"iteration": 0, "model": {"w": torch.ones(2)}, "sampler": sampler}, path)
+    assert torch.equal(load_checkpoint(path, None)["w"], torch.ones(2))   # PANNs' numpy arrays still load
+    torch.save({"iteration": 0, "model": {"w": torch.ones(2)}, "sampler": Payload(marker)}, path)
+    with pytest.raises(DataError, match="holds objects other than tensors, numpy arrays and plain data"):
+        load_checkpoint(path, hashlib.md5(path.read_bytes()).hexdigest())
+    assert not marker.exists()
+
+
+def test_a_cifar_batch_with_an_object_is_refused_with_its_pin(tmp_path):
+    import io
+    import tarfile
+
+    from iclr26.core.errors import DataError
+    from iclr26.core.io import sha256_file
+    from iclr26.papers.conditioned_init import data
+
+    archive, marker = tmp_path / "cifar-10-python.tar.gz", tmp_path / "code-ran"
+    with tarfile.open(archive, "w:gz") as tar:
+        blob = pickle.dumps({b"data": Payload(marker), b"labels": [0]}, protocol=4)
+        info = tarfile.TarInfo("cifar-10-batches-py/data_batch_1")
+        info.size = len(blob)
+        tar.addfile(info, io.BytesIO(blob))
+    with pytest.raises(DataError, match=r"names [a-z_.]*open, which this reader does not build"):
+        data.read_cifar10(archive, sha256_file(archive))
+    assert not marker.exists()
