@@ -313,10 +313,9 @@ def test_full_scale_pretrained_encoders_offline(static_server, tmp_path, monkeyp
     del state["bn0.weight"]
     with pytest.raises(DataError, match="missing .'bn0.weight'.*shape .'conv_block1.conv1.weight"):
         encoders.load_panns(encoders.ResNet38(FRONTEND, 4), state)
+    # (a file whose md5 is not the pin is no longer refused when read: the md5 used to decide whether it
+    # might be unpickled in full, and nothing is now; tests/test_no_code_from_data.py plants an object)
     ckpt = raw / "encoders" / "ResNet38_mAP=0.434.pth"
-    ckpt.write_bytes((root / "ResNet38.pth").read_bytes()[:-1] + b"x")
-    with pytest.raises(DataError, match="holds objects other than|not a PANNs checkpoint|cannot read the PANNs"):
-        encoders.load_checkpoint(ckpt, md5)
     ckpt.write_bytes((root / "ResNet38.pth").read_bytes()[:1000])          # truncated: one error naming the file
     with pytest.raises(DataError, match=f"cannot read the PANNs checkpoint ResNet38_mAP=0.434.pth .*{md5}"):
         encoders.load_checkpoint(ckpt, md5)
