@@ -11,6 +11,7 @@ would run code from what it reads, and of the configs for remote model code.
 """
 from __future__ import annotations
 
+import copy
 import pickle
 import shutil
 from pathlib import Path
@@ -66,6 +67,34 @@ def test_a_pickle_planted_in_a_scorer_checkpoint_never_runs(tmp_path, monkeypatc
     # scratch on the same prepared data)
     shutil.rmtree(tmp_path / "runs/smoke/scorer/dqn")
     assert resumed == _scorer_records(SCORER)
+
+
+@pytest.mark.parametrize("impl", ["native", "sync"])
+def test_an_env_state_that_env_state_did_not_write_is_refused(impl, tmp_path):
+    """At the env level, for smoke's own CartPole (native) and the SyncVectorEnv path: the old
+    field, and plain-looking data that asks for an object array or another class, are refused."""
+    import numpy as np
+
+    from iclr26.papers.scorer import envs
+
+    spec = {"env_id": "CartPole-v1", "impl": impl}
+    env = envs.make_vec_env(spec, 2)
+    env.reset(seed=0)
+    good, marker = envs.env_state(env), tmp_path / "code-ran"
+    planted = {**good, "pickled_env": np.frombuffer(pickle.dumps(Payload(marker)), dtype=np.uint8)}
+    with pytest.raises(envs.EnvStateError, match="pickled_env"):
+        envs.restore_env_state(envs.make_vec_env(spec, 2), planted)
+    assert not marker.exists()
+    if impl == "sync":   # CartPoleEnv, inside TimeLimit, OrderEnforcing and PassiveEnvChecker
+        def cartpole(state):
+            return state["envs"][0]["parts"]["env"]["parts"]["env"]["parts"]["env"]
+
+        other_class, object_array = copy.deepcopy(good), copy.deepcopy(good)
+        cartpole(other_class)["class"] = "os._wrap_close"
+        cartpole(object_array)["attrs"]["state"]["dtype"] = "|O"
+        for bad, why in ((other_class, "for 'os._wrap_close', not gymnasium"), (object_array, "dtype object")):
+            with pytest.raises(envs.EnvStateError, match=why):
+                envs.restore_env_state(envs.make_vec_env(spec, 2), bad)
 
 
 # ----------------------------------------------------------------------------- generation batches
