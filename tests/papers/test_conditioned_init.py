@@ -337,8 +337,9 @@ def fake_cifar10(path):
     rng = np.random.default_rng(0)
     with tarfile.open(path, "w:gz") as tar:
         for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+            # protocol 4: the array goes through numpy's _reconstruct, as in the official (Python 2) archive
             blob = pickle.dumps({b"data": rng.integers(0, 256, (20, 3072), dtype=np.uint8),
-                                 b"labels": rng.integers(0, 10, 20).tolist()})
+                                 b"labels": rng.integers(0, 10, 20).tolist()}, protocol=4)
             info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
             info.size = len(blob)
             tar.addfile(info, io.BytesIO(blob))

@@ -272,22 +272,52 @@ def test_distractor_wrapper_appends_noise():
     assert np.array_equal(obs, again)               # seeded
 
 
+def _through_a_checkpoint(state):
+    """`state` as training saves it and reads it back: tensors and plain data, weights_only=True."""
+    import io
+
+    from iclr26.papers.scorer.training import numpy_to_tensors, tensors_to_numpy
+
+    buffer = io.BytesIO()
+    torch.save(numpy_to_tensors(state), buffer)
+    buffer.seek(0)
+    return tensors_to_numpy(torch.load(buffer, weights_only=True))
+
+
+def _assert_restores_the_same_trajectory(spec, n_envs=6):
+    def run(env, steps, seed):
+        actions = np.random.default_rng(seed).integers(0, int(env.single_action_space.n), size=(steps, n_envs))
+        return [np.concatenate([np.ravel(x).astype(float) for x in env.step(a)[:4]]) for a in actions]
+
+    env = scorer_envs.make_vec_env(spec, n_envs)
+    env.reset(seed=5)
+    run(env, 40, seed=0)
+    state = _through_a_checkpoint(scorer_envs.env_state(env))
+    expected = np.stack(run(env, 200, seed=1))
+    restored = scorer_envs.restore_env_state(scorer_envs.make_vec_env(spec, n_envs), state)
+    assert np.array_equal(np.stack(run(restored, 200, seed=1)), expected)
+    return expected[:, -2 * n_envs:]   # terminated, truncated of every step
+
+
 @pytest.mark.parametrize("spec", [{"env_id": "CartPole-v1", "impl": "native", "distractor_dims": 3},
                                   {"env_id": "Acrobot-v1", "impl": "batched"},
                                   {"env_id": "CartPole-v1", "impl": "sync", "distractor_dims": 2}])
 def test_env_state_restores_the_same_trajectory(spec):
     """A checkpointed env continues exactly as the original would (autoresets and noise included)."""
-    def run(env, steps, seed):
-        actions = np.random.default_rng(seed).integers(0, 2, size=(steps, 6))
-        return [np.concatenate([np.ravel(x).astype(float) for x in env.step(a)[:4]]) for a in actions]
+    _assert_restores_the_same_trajectory(spec)
 
-    env = scorer_envs.make_vec_env(spec, 6)
-    env.reset(seed=5)
-    run(env, 40, seed=0)
-    state = scorer_envs.env_state(env)
-    expected = run(env, 200, seed=1)
-    restored = scorer_envs.restore_env_state(scorer_envs.make_vec_env(spec, 6), state)
-    assert np.array_equal(np.stack(run(restored, 200, seed=1)), np.stack(expected))
+
+def test_full_scale_minatar_env_state_restores_the_same_trajectory():
+    """The full-scale games through a weights_only checkpoint: every game object's arrays, numbers,
+    lists and numpy scalars, and the RandomState that minatar.Environment shares with its game once
+    seeded. Sticky actions on (the package default 0.1) so that this stream is drawn every step, and
+    40-step episodes so that time-limit truncations and autoresets come in."""
+    from iclr26.core.config import compose_job_config
+
+    for spec in compose_job_config("scorer", "full")["data"].values():
+        flags = _assert_restores_the_same_trajectory({**spec, "make_kwargs": {"sticky_action_prob": 0.1},
+                                                      "max_episode_steps": 40}, n_envs=3)
+        assert flags.any(), spec["env_id"]   # episodes ended after the restore: autoresets were compared
 
 
 def test_minatar_missing_is_one_clear_error(monkeypatch):
@@ -383,8 +413,8 @@ def test_resume_inside_a_later_environment_from_a_weights_only_checkpoint(tmp_pa
 
 
 def test_full_scale_code_paths_on_cpu(tmp_path, monkeypatch):
-    """What full scale runs, minus MinAtar and the GPU: gymnasium's SyncVectorEnv (pickled into the
-    checkpoints), the MinAtar-shaped networks (L1Norm, ReLU) and the official code's update order;
+    """What full scale runs, minus MinAtar and the GPU: gymnasium's SyncVectorEnv (saved in the
+    checkpoints as plain data), the MinAtar-shaped networks (L1Norm, ReLU) and the official code's update order;
     killed inside the first environment and resumed, it gives the uninterrupted run's records."""
     from iclr26.core.config import compose_job_config
 
@@ -400,5 +430,5 @@ def test_full_scale_code_paths_on_cpu(tmp_path, monkeypatch):
     reference = _records(run_paper("scorer", "smoke", overrides, methods=["scorer_msbe"]))
     assert len(reference) == 2 * 3 and all(r["episodes"] > 0 for r in reference)
     state, resumed = _killed_and_resumed(tmp_path, monkeypatch, "killed", overrides, after=2)
-    assert (state["slot"], state["it"]) == ("headline", 200) and "pickled_env" in state["env"]
+    assert (state["slot"], state["it"]) == ("headline", 200) and set(state["env"]) == {"autoreset", "envs", "rngs"}
     assert resumed == reference

@@ -60,7 +60,7 @@ def generate(model, prompts: list[list[int]], pad_id: int, eos_id: int, max_new_
                                                before_token is not None, resume_key))
     for start in range(0, len(prompts), batch_size):
         rows = list(range(start, min(len(prompts), start + batch_size)))
-        if store is not None and store.load(start, out, gen):
+        if store is not None and store.load(start, len(rows), out, gen):
             continue
         _generate_chunk(model, [prompts[i] for i in rows], rows, pad_id, eos_id, max_new_tokens,
                         (temperature, top_p), gen, banned, before_token, out)
@@ -112,14 +112,31 @@ class _ChunkStore:
     def _path(self, start: int) -> Path:
         return self.folder / f"chunk_{start:07d}.pt"
 
-    def load(self, start: int, out: Generation, gen: torch.Generator) -> bool:
+    def load(self, start: int, n_rows: int, out: Generation, gen: torch.Generator) -> bool:
+        """Append the saved batch at `start` to `out` and put `gen` in its saved state; False when
+        there is none, or when the file is not one that save() wrote (then the batch is generated
+        again and the file replaced). Tensors and plain data only: loading never runs code from the
+        file (audit 2026-12-02, H9: weights_only=False here ran a planted pickle)."""
         path = self._path(start)
         if not path.exists():
             return False
-        saved = torch.load(path, weights_only=False)
+        try:
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+            why = _not_a_batch(saved, n_rows)
+        except Exception as err:   # a planted pickle (UnpicklingError), a truncated or foreign file
+            why = _first_line(err)
+        if why is None:
+            before = gen.get_state()
+            try:
+                gen.set_state(saved["rng"])   # checks the state's size against this generator's
+            except (RuntimeError, TypeError, ValueError) as err:
+                gen.set_state(before)
+                why = f"its sampler state does not fit this generator ({_first_line(err)})"
+        if why is not None:
+            print(f"[generate] refusing {path}: {why}; generating this batch again", flush=True)
+            return False
         for name in FIELDS:
             getattr(out, name).extend(saved[name])
-        gen.set_state(saved["rng"])
         return True
 
     def save(self, start: int, rows: list[int], out: Generation, gen: torch.Generator) -> None:
@@ -132,6 +149,26 @@ class _ChunkStore:
         part = path.with_name(path.name + ".part")
         torch.save({**{name: [getattr(out, name)[r] for r in rows] for name in FIELDS}, "rng": gen.get_state()}, part)
         os.replace(part, path)
+
+
+def _first_line(err: Exception) -> str:
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+def _not_a_batch(saved, n_rows: int) -> str | None:
+    """Why `saved` (what torch.load read) is not a batch that _ChunkStore.save wrote, or None."""
+    if not isinstance(saved, dict) or set(saved) != {*FIELDS, "rng"}:
+        return "not a saved generation batch (its keys differ)"
+    for name in FIELDS:
+        rows, kind = saved[name], int if name == "tokens" else float
+        if not (isinstance(rows, list) and len(rows) == n_rows and all(
+                isinstance(row, list) and all(type(v) is kind for v in row) for row in rows)):
+            return f"its {name!r} is not {n_rows} lists of {kind.__name__}s"
+    rng = saved["rng"]
+    if not (isinstance(rng, torch.Tensor) and rng.dtype == torch.uint8 and rng.device.type == "cpu"):
+        return "its sampler state is not a uint8 tensor"
+    return None
 
 
 def _generate_chunk(model, prompts, rows, pad_id, eos_id, max_new, sampling, gen, banned, before_token, out):

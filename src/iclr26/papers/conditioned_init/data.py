@@ -102,9 +102,28 @@ def seed_datasets(spec: dict, seeds) -> dict[int, str]:
 
 
 # ----------------------------------------------------------------------------- CIFAR-10 (full scale)
+class _CifarUnpickler(pickle.Unpickler):
+    """CIFAR-10's python batches are dicts of bytes, lists of ints and one uint8 array: the unpickler
+    builds numpy's array and nothing else, so a batch naming any other class or function (which a
+    plain pickle.load would call) is refused and no code from the file runs."""
+
+    ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
+               ("numpy._core.multiarray", "_reconstruct")}   # numpy 1 (the archive's) and numpy 2 names
+
+    def find_class(self, module, name):
+        if (module, name) not in self.ALLOWED:
+            raise DataError(f"a CIFAR-10 batch names {module}.{name}, which this reader does not build")
+        import warnings
+
+        with warnings.catch_warnings():   # numpy 2 warns on the numpy.core path that numpy 1 pickles name
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return super().find_class(module, name)
+
+
 def read_cifar10(archive: Path, sha256: str | None = CIFAR10_SHA256) -> dict[str, np.ndarray]:
     """The official python-pickle archive -> the common schema (uint8 N x 3 x 32 x 32).
-    Unpickling runs code from the file, so only an archive matching its sha256 pin is unpickled."""
+    Only an archive matching its sha256 pin is read, and then only with an unpickler that builds
+    numpy arrays and plain data (_CifarUnpickler): no code from the file runs even if the pin is wrong."""
     digest = sha256_file(archive)
     if not sha256 or digest != sha256:
         raise DataError(f"{archive}: sha256 {digest} does not match the pin ({sha256}); refusing to unpickle it")
@@ -113,7 +132,7 @@ def read_cifar10(archive: Path, sha256: str | None = CIFAR10_SHA256) -> dict[str
         xs, ys = [], []
         for name in names:
             with tar.extractfile(f"cifar-10-batches-py/{name}") as handle:
-                entry = pickle.load(handle, encoding="bytes")
+                entry = _CifarUnpickler(handle, encoding="bytes").load()
             xs.append(np.asarray(entry[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
             ys.append(np.asarray(entry[b"labels"], dtype=np.int64))
         return np.concatenate(xs), np.concatenate(ys)

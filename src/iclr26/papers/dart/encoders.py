@@ -151,25 +151,38 @@ class ResNet38(nn.Module):
 
 
 def load_checkpoint(path: Path, md5: str | None) -> dict:
-    """The state dict of a PANNs checkpoint ({'model': state_dict, ...}). torch.load with
-    weights_only first; PANNs' training script also pickles its sampler state (numpy arrays),
-    which weights_only refuses: such a file is unpickled fully only when its md5 is the pinned one.
-    A missing or unreadable (truncated) file is one DataError naming the file and its pinned md5."""
+    """The state dict of a PANNs checkpoint ({'model': state_dict, ...}). Always torch.load with
+    weights_only, which never runs code from the file: PANNs' training script also saves its sampler
+    state (numpy arrays), so numpy's array and scalar constructors are allowed as well (they build
+    arrays from raw bytes and nothing else; audit 2026-12-02: no weights_only=False anywhere).
+    A missing, unreadable (truncated) or other file is one DataError naming the file and its pinned md5."""
+    import numpy as np
+
     if not Path(path).is_file():
         raise DataError(f"dart: the PANNs checkpoint {path} is missing (md5 {md5}): run the acquire stage")
+    # np.dtype and its classes for bool, integers, floats and complex numbers (not ObjectDType)
+    numpy_arrays = [np.ndarray, np.dtype, *{type(np.dtype(code)) for code in "?bBhHiIlLqQefdgFDG"}]
+    # under the names a pickle of numpy 2 (numpy._core) and of numpy 1 (numpy.core: PANNs' 2020 files) gives
+    for name in ("_reconstruct", "scalar"):
+        fn = getattr(np._core.multiarray, name)
+        numpy_arrays += [(fn, f"numpy._core.multiarray.{name}"), (fn, f"numpy.core.multiarray.{name}")]
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(numpy_arrays):
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:   # names an object other than tensors, numpy arrays and plain data
+        # the globals the pickle names, read from its opcodes (nothing is built): say which ones
+        allowed = {entry[1] if isinstance(entry, tuple) else f"{entry.__module__}.{entry.__qualname__}"
+                   for entry in numpy_arrays}
+        try:
+            found = sorted(set(torch.serialization.get_unsafe_globals_in_checkpoint(path)) - allowed)
+        except Exception:   # not a zip-format file: the names stay unknown, the refusal stands
+            found = []
+        raise DataError(f"dart: {Path(path).name} holds objects other than tensors, numpy arrays and plain "
+                        f"data ({', '.join(found[:5]) or 'unknown'}; pinned md5 {md5}): not loaded") from None
     except (RuntimeError, EOFError, OSError) as err:
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise DataError(f"dart: cannot read the PANNs checkpoint {Path(path).name} (truncated or not a torch "
                         f"file? pinned md5 {md5}): {why}") from None
-    except pickle.UnpicklingError:
-        from iclr26.core.acquire import md5_file
-
-        if not md5 or md5_file(path) != md5:
-            raise DataError(f"dart: {path.name} needs a full unpickle and its md5 is not the pinned "
-                            f"{md5}: not loaded") from None
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("model"), dict):
         raise DataError(f"dart: {path.name} is not a PANNs checkpoint ({{'model': state_dict}})")
     return ckpt["model"]

@@ -248,7 +248,7 @@ def train(job) -> dict:
         seed = int(key.split("_")[1])
         torch.manual_seed(seed)
         base = new_net(cfg, prepared)
-        base.load_state_dict(torch.load(job.prepared_dir("vggsound") / f"base_seed{seed}.pt"))
+        base.load_state_dict(torch.load(job.prepared_dir("vggsound") / f"base_seed{seed}.pt", weights_only=True))
         wall = time.time()
         policy, counts, curve = fl.train_grpo(base, {"cond": prepared["c_train"]}, reward_fn, MODES[method],
                                               cfg["grpo"], 1000 + seed, job.log)
@@ -274,7 +274,7 @@ def evaluate(job) -> dict:
     for seed in job.seeds:
         net = new_net(cfg, prepared)
         path = job.out_dir / f"policy_seed{seed}.pt" if method in MODES else prep_dir / f"base_seed{seed}.pt"
-        net.load_state_dict(torch.load(path))
+        net.load_state_dict(torch.load(path, weights_only=True))
         gen = torch.Generator().manual_seed(EVAL_NOISE + seed)   # the same test noise for every arm
         x = flow().sample_ode(net, prepared["c_test"], int(cfg["grpo"]["n_steps"]), gen,
                               prepared["x_test"].shape[1]).numpy()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import importlib
 import math
-import pickle
 from typing import Any
 
 import gymnasium as gym
@@ -237,6 +236,22 @@ def obs_dim(env: VectorEnv) -> int:
 
 
 # ----------------------------------------------------------------------------- state for checkpoints
+# A checkpoint is read back with torch.load(weights_only=True), and nothing in it may run code when it
+# is restored (audit 2026-12-02, H8: the MinAtar envs used to go in pickled, and a planted pickle ran).
+# So an env's state is saved as plain data only (None, bool, int, float, str, lists and dicts with a
+# "kind") and arrays as their raw bytes, and it is restored by *setting attributes of a freshly made
+# env of the same spec*: the file gives values (plain data, arrays, RNG states), never a class to build
+# or code to run.
+class EnvStateError(ValueError):
+    """A saved env state this code does not restore (made by other code, or tampered with)."""
+
+
+_NATIVE_KEYS = {"state", "steps", "prev_done", "np_random"}   # CartPoleVectorEnv, AcrobotVectorEnv
+_SYNC_KEYS = {"autoreset", "envs", "rngs"}                      # SyncVectorEnv (MinAtar at full scale)
+# gymnasium seeds PCG64 Generators, MinAtar MT19937 RandomStates; no other bit generator is rebuilt
+_BIT_GENERATORS = {"PCG64": np.random.PCG64, "MT19937": np.random.MT19937}
+
+
 def env_state(env: VectorEnv) -> dict[str, Any]:
     """What a vector env carries from one step to the next, as numpy arrays and plain data."""
     state = {}
@@ -244,8 +259,11 @@ def env_state(env: VectorEnv) -> dict[str, Any]:
         state["noise_rng"] = env.noise_rng.bit_generator.state
         env = env.env
     if isinstance(env, gym.vector.SyncVectorEnv):
-        # MinAtar (full scale) keeps its games' state in Python objects: they go in pickled
-        state["pickled_env"] = np.frombuffer(pickle.dumps(env), dtype=np.uint8)
+        # The next step reads only _autoreset_envs of the vector env itself (its reward, flag and
+        # observation buffers are rewritten before they are read); the rest is in the sub-envs.
+        rngs: list = []
+        state.update(autoreset=env._autoreset_envs.copy(), envs=[_object_state(e, rngs) for e in env.envs])
+        state["rngs"] = [_rng_state(r) for r in rngs]
     else:  # CartPoleVectorEnv, AcrobotVectorEnv: arrays, and the generator of their resets
         state.update(state=np.array(env.state), steps=env.steps.copy(), prev_done=env.prev_done.copy(),
                      np_random=env.np_random.bit_generator.state)
@@ -253,21 +271,178 @@ def env_state(env: VectorEnv) -> dict[str, Any]:
 
 
 def restore_env_state(env: VectorEnv, state: dict[str, Any]) -> VectorEnv:
-    """Put `env` (made by make_vec_env from the same spec) in `state`; returns the env to step."""
+    """Put `env` (made by make_vec_env from the same spec, not stepped) in `state`; returns the env to
+    step. EnvStateError when `state` is not one that env_state wrote for such an env: then nothing of
+    `state` has been set (a SyncVectorEnv may have been reset), and the caller starts fresh."""
     outer = env
+    expected = set()
     if isinstance(env, DistractorDims):
-        env.noise_rng.bit_generator.state = state["noise_rng"]
+        expected.add("noise_rng")
         env = env.env
-    if "pickled_env" in state:
-        restored = pickle.loads(np.asarray(state["pickled_env"]).tobytes())
-        if outer is env:
-            return restored
-        outer.env = restored
-        return outer
-    env.state = np.array(state["state"])
-    env.steps, env.prev_done = np.array(state["steps"]), np.array(state["prev_done"])
-    env.np_random.bit_generator.state = state["np_random"]
+    sync = isinstance(env, gym.vector.SyncVectorEnv)
+    expected |= _SYNC_KEYS if sync else _NATIVE_KEYS
+    if not isinstance(state, dict) or set(state) != expected:
+        got = sorted(state) if isinstance(state, dict) else type(state).__name__
+        raise EnvStateError(f"env state has keys {got}, not {sorted(expected)}")
+    try:   # everything is decoded and checked before anything is set: a refused state changes nothing
+        noise = _generator(state["noise_rng"]) if outer is not env else None
+        if sync:
+            assignments = _sync_assignments(env, state)
+        else:
+            np_random = _generator(state["np_random"])
+            arrays = [np.array(state[k]) for k in ("state", "steps", "prev_done")]
+    except (KeyError, IndexError, TypeError, ValueError) as err:   # EnvStateError is a ValueError
+        raise EnvStateError(str(err)) from None
+    if noise is not None:
+        outer.noise_rng = noise
+    if sync:
+        for obj, name, value in assignments:
+            setattr(obj, name, value)
+    else:
+        (env.state, env.steps, env.prev_done), env.np_random = arrays, np_random
     return outer
+
+
+def _sync_assignments(env: gym.vector.SyncVectorEnv, state: dict) -> list[tuple[Any, str, Any]]:
+    """The attributes to set on `env` and its sub-envs, decoded and checked against them."""
+    # reset first: gymnasium creates some attributes (the Generator of a reset) only then, and a
+    # restored env must have the same attributes as the stepped one (every one is overwritten below)
+    env.reset(seed=0)
+    if len(state["envs"]) != len(env.envs):
+        raise EnvStateError(f"env state has {len(state['envs'])} sub-envs, not {len(env.envs)}")
+    rngs = [_rebuild_rng(r) for r in state["rngs"]]
+    autoreset = np.array(state["autoreset"])
+    if autoreset.shape != env._autoreset_envs.shape or autoreset.dtype != np.bool_:
+        raise EnvStateError("env state: autoreset flags of another shape or type")
+    assignments = [(env, "_autoreset_envs", autoreset.copy())]
+    for sub, saved in zip(env.envs, state["envs"]):
+        _plan_object(sub, saved, rngs, assignments)
+    return assignments
+
+
+# -- the objects of one gymnasium sub-env: its wrappers, the env, and (MinAtar) the game objects
+def _is_part(value) -> bool:
+    """An object whose attributes are saved one by one: a gymnasium env or wrapper, or one of the
+    MinAtar package's objects (minatar.Environment and its game)."""
+    return isinstance(value, gym.Env) or type(value).__module__.split(".")[0] == "minatar"
+
+
+# made by the constructor and never changed by stepping: not saved (a space's own generator only
+# serves space.sample(), which training never calls)
+_CONSTANT_TYPES = (spaces.Space, gym.envs.registration.EnvSpec)
+
+
+def _class_name(obj) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _object_state(obj, rngs: list) -> dict:
+    """obj's instance attributes as plain data: its parts in "parts", the rest in "attrs". Anything
+    that is neither plain data, an RNG, a part nor a known constant raises: a new package version
+    that keeps state in another kind of object must fail here, not resume wrongly."""
+    attrs, parts = {}, {}
+    for name, value in vars(obj).items():
+        if _is_part(value):
+            parts[name] = _object_state(value, rngs)
+        elif not isinstance(value, _CONSTANT_TYPES):
+            try:
+                attrs[name] = _encode(value, rngs)
+            except EnvStateError as err:
+                raise EnvStateError(f"{_class_name(obj)}.{name}: {err}") from None
+    return {"kind": "object", "class": _class_name(obj), "attrs": attrs, "parts": parts}
+
+
+def _plan_object(obj, saved, rngs: list, assignments: list) -> None:
+    """Check `saved` against the fresh `obj` (same class, the same attributes) and add its decoded
+    attributes to `assignments`; the class name is only compared, never imported."""
+    if not isinstance(saved, dict) or saved.get("kind") != "object" or saved.get("class") != _class_name(obj):
+        raise EnvStateError(f"env state for {saved.get('class') if isinstance(saved, dict) else saved!r}, "
+                            f"not {_class_name(obj)}")
+    fresh = _object_state(obj, [])
+    for group in ("attrs", "parts"):
+        if set(saved[group]) != set(fresh[group]):
+            raise EnvStateError(f"{_class_name(obj)}: saved {group} {sorted(saved[group])}, "
+                                f"this version has {sorted(fresh[group])}")
+    for name, node in saved["attrs"].items():
+        assignments.append((obj, name, _decode(node, rngs)))
+    for name, node in saved["parts"].items():
+        _plan_object(getattr(obj, name), node, rngs, assignments)
+
+
+# -- plain data: values as they are, containers and arrays as dicts with a "kind"
+def _encode(value, rngs: list):
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, (np.ndarray, np.generic)):   # raw bytes keep every dtype (uint32, bool_, ...) exact
+        arr = np.ascontiguousarray(value)
+        if arr.dtype.kind not in "biufc":
+            raise EnvStateError(f"cannot save an array of dtype {arr.dtype}")
+        return {"kind": "array" if isinstance(value, np.ndarray) else "scalar", "dtype": arr.dtype.str,
+                "shape": list(arr.shape), "bytes": arr.reshape(-1).view(np.uint8).copy()}
+    if type(value) is list:
+        return [_encode(v, rngs) for v in value]
+    if type(value) is tuple:
+        return {"kind": "tuple", "items": [_encode(v, rngs) for v in value]}
+    if type(value) is dict:
+        return {"kind": "dict", "items": [[_encode(k, rngs), _encode(v, rngs)] for k, v in value.items()]}
+    if isinstance(value, (np.random.RandomState, np.random.Generator)):
+        # by identity: a seeded minatar.Environment and its game draw from one RandomState, and a
+        # restored pair must share one again (two equal copies would give other draws)
+        index = next((i for i, r in enumerate(rngs) if r is value), None)
+        if index is None:
+            index = len(rngs)
+            rngs.append(value)
+        return {"kind": "rng", "index": index}
+    raise EnvStateError(f"cannot save a {type(value).__module__}.{type(value).__qualname__} as plain data")
+
+
+def _decode(node, rngs: list):
+    if node is None or type(node) in (bool, int, float, str):
+        return node
+    if type(node) is list:
+        return [_decode(n, rngs) for n in node]
+    kind = node.get("kind") if type(node) is dict else None
+    if kind in ("array", "scalar"):
+        dtype = np.dtype(str(node["dtype"]))
+        if dtype.kind not in "biufc":   # no object arrays (their items would be pickles)
+            raise EnvStateError(f"env state holds an array of dtype {dtype}")
+        raw = np.asarray(node["bytes"]).astype(np.uint8, casting="equiv").tobytes()
+        arr = np.frombuffer(raw, dtype=dtype).reshape([int(n) for n in node["shape"]]).copy()
+        return arr if kind == "array" else arr[()]
+    if kind == "tuple":
+        return tuple(_decode(n, rngs) for n in node["items"])
+    if kind == "dict":
+        return {_decode(k, rngs): _decode(v, rngs) for k, v in node["items"]}
+    if kind == "rng":
+        return rngs[int(node["index"])]
+    raise EnvStateError(f"env state holds an unknown node {str(node)[:80]}")
+
+
+def _rng_state(rng) -> dict:
+    if isinstance(rng, np.random.RandomState):
+        return {"type": "RandomState", "state": _encode(rng.get_state(legacy=False), [])}
+    return {"type": "Generator", "state": _encode(rng.bit_generator.state, [])}
+
+
+def _rebuild_rng(saved: dict):
+    """A new RandomState or Generator (the only types built from a checkpoint) in the saved state."""
+    state = _decode(saved["state"], [])
+    if saved["type"] == "RandomState":
+        rng = np.random.RandomState()
+        rng.set_state(state)
+        return rng
+    if saved["type"] == "Generator":
+        return _generator(state)
+    raise EnvStateError(f"env state holds an RNG of type {saved['type']!r}")
+
+
+def _generator(bit_state: dict) -> np.random.Generator:
+    name = bit_state["bit_generator"]
+    if name not in _BIT_GENERATORS:
+        raise EnvStateError(f"env state holds a {name!r} generator")
+    gen = np.random.Generator(_BIT_GENERATORS[name]())
+    gen.bit_generator.state = bit_state
+    return gen
 
 
 # ----------------------------------------------------------------------------- check vs gymnasium

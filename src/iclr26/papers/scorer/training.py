@@ -15,7 +15,7 @@ import torch
 from iclr26.core.runtime import pick_device
 
 from .agents import SeedBatchedAgent
-from .envs import env_state, make_vec_env, obs_dim, restore_env_state
+from .envs import EnvStateError, env_state, make_vec_env, obs_dim, restore_env_state
 from .replay import ReplayBuffer
 
 
@@ -56,11 +56,16 @@ def train_on_env(job, slot: str, env_index: int, ckpt) -> tuple[np.ndarray, dict
         return torch.from_numpy(np.ascontiguousarray(x)).to(device=device, dtype=dtype)
 
     resume = ckpt.load()
+    if resume is not None and resume["slot"] == slot:
+        try:  # the env first: a state it does not restore leaves the rest of the loop untouched
+            env = restore_env_state(env, tensors_to_numpy(resume["env"]))
+        except EnvStateError as err:
+            job.log(f"{slot}: refusing the checkpoint's env state ({err}); starting this environment fresh")
+            resume, env = None, make_vec_env(cfg["data"][slot], S * E)   # as never touched
     if resume is not None and resume["slot"] == slot:  # everything the loop carries: the same run
         start, wall, n_updates = resume["it"], resume["wall"], resume["n_updates"]
         agent.load_state_dict(resume["agent"])
         buffer.load_state_dict(resume["buffer"])
-        env = restore_env_state(env, tensors_to_numpy(resume["env"]))
         rng.bit_generator.state = resume["rng"]
         obs, prev_done = resume["obs"].numpy().copy(), resume["prev_done"].numpy().copy()
         obs_t = to_torch(obs)
@@ -122,15 +127,19 @@ def train_on_env(job, slot: str, env_index: int, ckpt) -> tuple[np.ndarray, dict
 
 
 def numpy_to_tensors(tree):
-    """numpy arrays -> tensors in a dict of plain data (what torch.load(weights_only=True) reads)."""
+    """numpy arrays -> tensors in dicts and lists of plain data (what torch.load(weights_only=True) reads)."""
     if isinstance(tree, dict):
         return {k: numpy_to_tensors(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [numpy_to_tensors(v) for v in tree]
     return torch.from_numpy(np.array(tree)) if isinstance(tree, np.ndarray) else tree
 
 
 def tensors_to_numpy(tree):
     if isinstance(tree, dict):
         return {k: tensors_to_numpy(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [tensors_to_numpy(v) for v in tree]
     return tree.numpy() if isinstance(tree, torch.Tensor) else tree
 
 
