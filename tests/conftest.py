@@ -250,7 +250,7 @@ _paper_seconds: dict[str, float] = {}
 
 
 # platform tests that run some paper as their vehicle: their time is the platform's, not the paper's
-PLATFORM_TESTS = {"test_distributed", "test_faults", "test_shards", "test_slurm", "test_workflow"}
+PLATFORM_TESTS = {"test_distributed", "test_faults", "test_shards", "test_sigterm", "test_slurm", "test_workflow"}
 
 
 def _paper_of(nodeid: str, slugs: set[str]) -> str | None:

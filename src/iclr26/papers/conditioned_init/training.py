@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from iclr26.core.checkpoint import rng_state, set_rng_state
+from iclr26.core.checkpoint import Stopped, rng_state, set_rng_state
 from iclr26.core.distributed import DataParallel
 from iclr26.core.io import atomic_path, save_arrays
 from iclr26.core.runtime import pick_device
@@ -34,7 +34,7 @@ from .model import build_model, logits
 from .weight_selection import select_weights, teacher_model_config
 
 
-class Preempted(RuntimeError):
+class Preempted(Stopped):
     """SIGTERM arrived: the state is checkpointed and the job must exit (Slurm requeues it)."""
 
 

@@ -24,6 +24,8 @@ import torch
 from torch import nn
 from torch.distributions import Beta
 
+from iclr26.core.checkpoint import Stopped
+
 
 class PeriodicEmbedding(nn.Module):
     """rtdl_num_embeddings.PeriodicEmbeddings(1, d, lite=False) for one scalar feature (Gorishniy
@@ -152,6 +154,8 @@ def train(cfg: dict, sims_list: list[np.ndarray], reward_fn, seed: int, log=None
         history = list(state["history"])
         rng.bit_generator.state = state["rng"]
         torch.set_rng_state(state["torch_rng"])
+        if log:
+            log(f"{unit}: resumed at env step {step}/{total}")
     while step < total:
         queries = order[step: step + t["collect"]]
         steps = np.arange(step, step + len(queries))
@@ -195,11 +199,13 @@ def train(cfg: dict, sims_list: list[np.ndarray], reward_fn, seed: int, log=None
         if log:
             log(f"seed {seed}: env step {step}/{total}, reward {np.mean(history[-20:]):.3f}, max w {max_w:.3g}",
                 every_s=10)
-        if checkpoint is not None:
-            checkpoint.maybe_save(collections, lambda size=size, head=head, step=step, collections=collections,
-                                  max_w=max_w: {
-                "unit": unit, "policy": policy.state_dict(), "baseline": baseline.state_dict(), "opt": opt.state_dict(),
-                "buffer": {k: torch.from_numpy(v) for k, v in buffer.items()}, "size": size, "head": head,
-                "step": step, "collections": collections, "max_w": max_w, "history": history,
-                "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()})
+        # on SIGTERM (Slurm, or lifecycle.watch_parent when Snakemake is gone) save and stop: a job that
+        # ran on would rewrite its folder beside the rerun that Snakemake starts
+        if checkpoint is not None and checkpoint.maybe_save(
+                collections, lambda size=size, head=head, step=step, collections=collections, max_w=max_w: {
+                    "unit": unit, "policy": policy.state_dict(), "baseline": baseline.state_dict(),
+                    "opt": opt.state_dict(), "buffer": {k: torch.from_numpy(v) for k, v in buffer.items()},
+                    "size": size, "head": head, "step": step, "collections": collections, "max_w": max_w,
+                    "history": history, "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()}):
+            raise Stopped(f"ldar {unit}: stopped on SIGTERM at env step {step}/{total}, checkpoint saved")
     return {"policy": policy, "reward_curve": history, "max_importance_weight": max_w, "env_steps": total}
