@@ -153,6 +153,14 @@ class Checkpointer:
         return _STOP["requested"]
 
 
+def release_sigterm() -> None:
+    """Give SIGTERM back its default action and forget a stop request: a process that runs several
+    jobs one after another (`python -m iclr26 run`, the tests) starts each job as a fresh process would."""
+    if signal.getsignal(signal.SIGTERM) is _request_stop:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _STOP["requested"] = False
+
+
 def rng_state() -> dict:
     """The global RNG states as tensors and plain data (loadable with weights_only=True)."""
     import random

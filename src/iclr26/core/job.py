@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 
 from . import faults
-from .checkpoint import Checkpointer
+from .checkpoint import Checkpointer, release_sigterm
 from .config import (
     PRESENTATION_KEYS,
     ConfigError,
@@ -156,13 +156,14 @@ class Job:
         computed, and the job stops after this call unless every unit was saved before it."""
         keys = list(keys)
         owner = shard_of(keys, self.shard[1]) if self.shard else {}
-        results, others, mine = {}, [], 0
+        results, others, mine, reused = {}, [], 0, 0
         for key in keys:
             path = self.out_dir / folder / f"{key}.json"
             if path.exists():
                 saved = read_json(path)
                 if saved.get("config_digest") == self.work_digest:
                     results[key] = saved["result"]
+                    reused += 1
                     continue
                 self.log(f"{key}: the saved result was made with another config or code; redoing it")
             if self.shard and owner[str(key)] != self.shard[0]:
@@ -174,6 +175,8 @@ class Job:
             if self.is_main:
                 write_json(path, {"config_digest": self.work_digest, "result": results[key]})
             faults.reached("unit")
+        if reused and reused < len(keys):
+            self.log(f"resumed: {reused} of the {len(keys)} units in {folder}/ were saved by an earlier run")
         if self.shard and (mine or others):
             share = sum(1 for key in keys if owner[str(key)] == self.shard[0])
             self.log(f"shard {self.shard[0]}/{self.shard[1]}: its {share} of the {len(keys)} units are saved "
@@ -183,6 +186,7 @@ class Job:
 
     def checkpointer(self, every: int | None = None) -> Checkpointer:
         every = self.cfg.get("train", {}).get("checkpoint_every", 0) if every is None else every
+        at_job_end(release_sigterm)  # SIGTERM's handling ends with the job (run_paper runs several in one process)
         return Checkpointer(self.out_dir, every, writer=is_main_process(),
                             config_digest=self.work_digest).handle_sigterm()
 
