@@ -9,13 +9,20 @@ integers only, a number key integers too, a key some scale sets to null is nulla
 `additionalProperties: false` on every mapping. The shared keys (core/job.schema.yaml) are not
 drafted: the schema extends that one.
 
-A draft is MERGED with the existing file, so that what was written by hand survives: every keyword
-other than type/properties/required/additionalProperties/items (enum, minimum, maximum, description,
-...) is kept where the key still exists; a hand-written type is kept while it accepts every scale's
-value (e.g. a type widened to [integer, "null"]); a mapping written `additionalProperties: true` (an
-array `items: true`) is kept loose as it is, nothing drafted under it. A key no scale has any more is
-dropped. `--check` fails when the merge would change a file (a key added to a yaml and not to its
-schema) or when a composed config does not pass its schema (e.g. a value outside a hand-written enum).
+A draft is MERGED with the existing file, so that what was written by hand survives:
+- every keyword other than type/properties/required/additionalProperties/items (enum, minimum,
+  maximum, description, $ref, ...) is kept where the key still exists;
+- a hand-written type is kept while it accepts every scale's value (e.g. widened to [integer, "null"]);
+- a key the schema has but does not require stays optional (one the code reads with a default); a
+  new key that every scale has becomes required;
+- the keys of a mapping (the items of a list) that no scale gives to redraft them from are kept as
+  written (e.g. an optional LoRA spec that every scale sets to null);
+- a mapping written `additionalProperties: true` (an array `items: true`) stays loose, nothing is
+  drafted under it; so does a map written `additionalProperties: {<schema of every value>}`;
+- a key no scale has any more is dropped, unless its schema says `x-optional: true`: a key the code
+  reads when it is given, which no scale sets (e.g. a pinned sha256 of a download).
+`--check` fails when the merge would change a file (a key added to a yaml and not to its schema) or
+when a composed config does not pass its schema (e.g. a value outside a hand-written enum).
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from iclr26.core.config import SCALES, _compose  # noqa: E402  (the composition itself, before any check)
+from iclr26.core.config import SCALES, ConfigError, _compose  # noqa: E402  (_compose: before any check)
 from iclr26.core.paper import all_papers  # noqa: E402
 from iclr26.core.schema import (  # noqa: E402
     JOB_SCHEMA_ID,
@@ -38,9 +45,10 @@ from iclr26.core.schema import (  # noqa: E402
 )
 
 GENERATED = ("type", "properties", "required", "additionalProperties", "items")  # redrafted on every run
-KEY_ORDER = ("$schema", "$ref", "description", "$comment", "type", "const", "enum", "minimum", "exclusiveMinimum",
-             "maximum", "exclusiveMaximum", "minItems", "maxItems", "uniqueItems", "pattern", "required",
-             "unevaluatedProperties", "additionalProperties", "properties", "items")
+KEY_ORDER = ("$schema", "$ref", "x-optional", "type", "const", "enum", "minimum", "exclusiveMinimum", "maximum",
+             "exclusiveMaximum", "minItems", "maxItems", "uniqueItems", "pattern", "description", "$comment",
+             "required", "unevaluatedProperties", "additionalProperties", "properties", "items")  # then $defs
+
 HEADER = """\
 # The job config of paper {slug}, checked by core/schema.py when the config is composed: its own
 # keys, their types, ranges and choices. Drafted from the composed configs of smoke, tiny and full by
@@ -48,6 +56,7 @@ HEADER = """\
 # after adding or removing a config key; it keeps what was written by hand. Why a constraint holds goes
 # in its `description` (comments do not survive a rerun), which the error message quotes.
 """
+
 
 def composed(slug: str) -> dict[str, dict]:
     """The paper's config at each scale, composed without the schema check (this drafts the schema)."""
@@ -90,20 +99,34 @@ def draft(values: list, old: dict | None) -> dict:
     old = old or {}
     if old.get("additionalProperties") is True or old.get("items") is True:
         return old  # loosened by hand: nothing drafted below
-    node = {k: v for k, v in old.items() if k not in GENERATED}
+    if isinstance(old.get("additionalProperties"), dict):
+        return old  # a map whose values share one hand-written schema (e.g. file name -> sha256): its keys are free
     kinds = {json_type(v) for v in values}
+    # what no scale's value can redraft stays as written: the keys of a mapping every scale sets to null
+    # (e.g. an optional LoRA spec), the items of a list no scale fills
+    kept = ("properties", "required", "additionalProperties") if "object" not in kinds else ()
+    kept += ("items",) if not any(isinstance(v, list) and v for v in values) else ()
+    node = {k: v for k, v in old.items() if k not in GENERATED or k in kept}
     node["type"] = old["type"] if "type" in old and _accepts(old["type"], kinds) else _type_of(kinds)
     dicts = [v for v in values if isinstance(v, dict)]
     if dicts:
         keys = list(dict.fromkeys(k for d in dicts for k in d))  # the yaml's order
         props = old.get("properties") or {}
         node["properties"] = {k: draft([d[k] for d in dicts if k in d], props.get(k)) for k in keys}
-        node["required"] = [k for k in keys if all(k in d for d in dicts)]
+        node["properties"] |= {k: v for k, v in props.items() if k not in keys and _optional(v)}
+        # required: where every scale has it, unless the schema already has the key as optional (one the
+        # code reads with a default, dropped from `required` by hand); a new key every scale has is required
+        node["required"] = [k for k in keys if all(k in d for d in dicts)
+                            and not (k in props and k not in (old.get("required") or []))]
         node["additionalProperties"] = False
     items = [item for v in values if isinstance(v, list) for item in v]
     if items:
         node["items"] = draft(items, old.get("items") if isinstance(old.get("items"), dict) else None)
     return _ordered(node)
+
+
+def _optional(node) -> bool:
+    return isinstance(node, dict) and node.get("x-optional") is True
 
 
 def _ordered(node: dict) -> dict:
@@ -123,6 +146,7 @@ def paper_schema(slug: str, configs: dict[str, dict], old: dict | None) -> dict:
     props = old.get("properties") or {}
     properties = {"slug": {"const": slug}}  # the paper's own name: `slug=<other>` is refused
     properties |= {k: draft([cfg[k] for cfg in top if k in cfg], props.get(k)) for k in keys}
+    properties |= {k: v for k, v in props.items() if k not in properties and _optional(v)}
     schema = {k: v for k, v in old.items() if k not in (*GENERATED, "unevaluatedProperties", "$ref", "$schema")}
     schema |= {"$schema": "https://json-schema.org/draft/2020-12/schema", "$ref": JOB_SCHEMA_ID,
                "required": [k for k in keys if all(k in cfg for cfg in top)],
@@ -132,7 +156,8 @@ def paper_schema(slug: str, configs: dict[str, dict], old: dict | None) -> dict:
 
 # ----------------------------------------------------------------------------- writing it readably
 class _Dumper(yaml.SafeDumper):
-    pass
+    def ignore_aliases(self, data):  # a constraint used twice is written twice, not as a YAML anchor
+        return True
 
 
 def _represent(dumper, node: dict):
@@ -189,12 +214,12 @@ def main(argv=None) -> int:
                 for cfg in configs.values():
                     try:
                         check_paper_schema(papers[slug], cfg)
-                    except Exception as err:  # noqa: BLE001  (report every paper, then fail)
+                    except ConfigError as err:  # report every paper, then fail
                         problems.append(str(err))
             for line in problems[:8]:
                 print(f"{slug}: {line}")
             stale += bool(problems)
-        elif new != old:
+        elif not path.exists() or dump(slug, new) != path.read_text():  # new keys, or a hand edit to lay out
             path.write_text(dump(slug, new))
             print(f"wrote {path}")
     if args.check and stale:
