@@ -18,6 +18,7 @@ import difflib
 import functools
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ def job_schema() -> dict:
 @functools.cache
 def paper_validator(slug: str):
     """The compiled validator of one paper's schema (cached: the workflow composes each paper once per
-    scale, the jobs once each; building one costs a few milliseconds)."""
+    scale, every job once more; building one from the parsed schema costs a few milliseconds)."""
     from referencing import Registry
     from referencing.jsonschema import DRAFT202012
 
@@ -108,7 +109,10 @@ def known_keys(slug: str) -> list[str]:
 def check_paper_schema(paper, cfg: dict) -> None:
     """Raise ConfigError, one line, at the first key of `cfg` that the paper's schema refuses."""
     validator = paper_validator(paper.slug)
-    errors = list(validator.iter_errors(cfg))
+    # (an unevaluatedProperties error that names only known keys echoes another error: a shared key whose
+    # value failed the $ref'd job schema leaves no annotation behind; that other error is the one to name)
+    errors = [e for e in validator.iter_errors(cfg)
+              if e.validator not in _UNKNOWN or _unknown_keys(e, paper.slug)]
     if not errors:
         return
     where = f"paper {paper.slug} ({cfg.get('scale', '?')}): "
@@ -118,6 +122,7 @@ def check_paper_schema(paper, cfg: dict) -> None:
 
 # an unknown key first (a misspelling shows as an unknown key and a missing one: name the typo), then a
 # missing key, then a wrong value; shallow keys before deep ones
+_UNKNOWN = ("additionalProperties", "unevaluatedProperties")
 _ORDER = {"additionalProperties": 0, "unevaluatedProperties": 0, "required": 1, "type": 2}
 
 
@@ -133,9 +138,7 @@ def _dotted(path) -> str:
 
 
 def _generic(dotted: str) -> str:
-    """train.sweeps.rate.kappas[0] -> the schema's spelling, train.sweeps.rate.kappas[].x"""
-    import re
-
+    """data.lara.files[0].sha265 -> data.lara.files[].sha265, as known_keys spells a list item's key."""
     return re.sub(r"\[\d+\]", "[]", dotted)
 
 
@@ -148,7 +151,7 @@ def _unknown_keys(err, slug: str) -> list[str]:
 
 def _describe(slug: str, err, cfg: dict) -> str:
     key = _dotted(err.absolute_path)
-    if err.validator in ("additionalProperties", "unevaluatedProperties"):
+    if err.validator in _UNKNOWN:
         unknown = _unknown_keys(err, slug)
         bad = f"{key}.{unknown[0]}" if key else unknown[0]
         close = _did_you_mean(_generic(bad), known_keys(slug))
