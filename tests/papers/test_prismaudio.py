@@ -162,12 +162,13 @@ def test_a_bad_sampler_or_grouping_is_one_error():
 
 
 def test_a_split_without_clips_and_an_unknown_source_are_one_error_each(workdir, tmp_path):
-    from iclr26.core.errors import DataError
+    from iclr26.core.errors import ConfigError, DataError
     from iclr26.core.job import run_paper
     from iclr26.papers.prismaudio import stages
 
     write_vggsound_csv(tmp_path / "vggsound.csv", [("-abc", 0, data.LABELS[0], "test")])   # no clip on disk
     with pytest.raises(DataError, match=r"prismaudio: no test clips under .*clips"):
         stages.read_split(tmp_path, {"mel": {}}, "test", [data.LABELS[0]])
-    with pytest.raises(DataError, match="prismaudio: unknown data source 'youtube'"):
+    with pytest.raises(ConfigError, match=r"config key 'data.vggsound.source' = 'youtube' is not allowed: one of "
+                                          r"synthetic, hub"):   # refused when composed (its schema), before acquire
         run_paper("prismaudio", "smoke", ["data.vggsound.source=youtube"], seeds=[0], methods=["base"])

@@ -3,13 +3,15 @@
 A paper's declaration (`Paper`) and its Hydra config must agree: the config's `data` holds exactly
 the declared datasets; every table column and claim names a metric the paper declares its records
 carry; every method a claim, a label or a reported row names is a declared method; a claim's (and its
-precondition's) test is valid at the number of seeds the config gives (stats.MIN_N). A mistake stops
-the DAG with one line naming the paper, the key and what is allowed.
+precondition's) test is valid at the number of seeds the config gives (stats.MIN_N); every key of the
+paper's own sections is one its schema names, with a value of its type and range (core.schema). A
+mistake stops the DAG with one line naming the paper, the key and what is allowed.
 """
 from __future__ import annotations
 
 from .errors import ConfigError
 from .paper import Paper
+from .schema import check_paper_schema
 from .stats import GATES, MIN_N, VALUE_REFUSED
 
 KINDS = ("claim", "check")
@@ -23,6 +25,9 @@ def _one_of(paper: Paper, key: str, value, allowed) -> None:
 
 def check_job_config(paper: Paper, cfg: dict) -> None:
     check_datasets(paper, cfg.get("data"))
+    # every key, type and range of the paper's own sections (papers/<slug>/config.schema.yaml): after
+    # the dataset names (their message lists the declared datasets), before the table and the claims
+    check_paper_schema(paper, cfg)
     _check_rest(paper, cfg)
 
 
