@@ -258,7 +258,7 @@ def _is_constant(node, value) -> bool:
     return isinstance(node, ast.Constant) and node.value is value
 
 
-def _safe_yaml_loader(node, assignments, aliases) -> bool:
+def _safe_yaml_loader(node, assignments, aliases, safe=frozenset(SAFE_YAML_LOADERS)) -> bool:
     """The Loader is safe when every loader it names (attributes, names, strings such as
     getattr(yaml, "CSafeLoader", yaml.SafeLoader)) is a safe one; a name is followed to its assignment."""
     import ast
@@ -274,7 +274,7 @@ def _safe_yaml_loader(node, assignments, aliases) -> bool:
         elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             named.add(sub.value)
     loaders = {n for n in named if n.endswith("Loader")}
-    return bool(loaders) and loaders <= SAFE_YAML_LOADERS
+    return bool(loaders) and loaders <= safe
 
 
 def code_from_data(source: str) -> list[tuple[int, str]]:
@@ -285,6 +285,10 @@ def code_from_data(source: str) -> list[tuple[int, str]]:
     aliases = _aliases(nodes)
     assignments = {t.id: node.value for node in nodes if isinstance(node, ast.Assign)
                    for t in node.targets if isinstance(t, ast.Name)}
+    # a loader class of the module itself that only extends safe loaders is safe (config's _UniqueKeyLoader)
+    safe = set(SAFE_YAML_LOADERS) | {node.name for node in nodes if isinstance(node, ast.ClassDef) and node.bases
+                                     and all(str(_qualified(b, aliases)).rsplit(".", 1)[-1] in SAFE_YAML_LOADERS
+                                             for b in node.bases)}
     found = []
     for node in nodes:
         if isinstance(node, ast.ClassDef):
@@ -312,7 +316,7 @@ def code_from_data(source: str) -> list[tuple[int, str]]:
                 found.append((node.lineno, "numpy.load with allow_pickle"))
         elif name in ("yaml.load", "yaml.load_all"):
             loader = _keyword(node, "Loader") or (node.args[1] if len(node.args) > 1 else None)
-            if loader is None or not _safe_yaml_loader(loader, assignments, aliases):
+            if loader is None or not _safe_yaml_loader(loader, assignments, aliases, frozenset(safe)):
                 found.append((node.lineno, f"{name} without a safe Loader"))
     return sorted(found)
 
@@ -333,6 +337,7 @@ def code_from_data(source: str) -> list[tuple[int, str]]:
     ("import yaml\nyaml.load(s, Loader=yaml.Loader)", "safe Loader"),
     ("import yaml\nL = getattr(yaml, 'CLoader', yaml.FullLoader)\nyaml.load(s, Loader=L)", "safe Loader"),
     ("import yaml\nyaml.unsafe_load(s)", "yaml.unsafe_load"),
+    ("import yaml\nclass L(yaml.FullLoader):\n    pass\nyaml.load(s, Loader=L)", "safe Loader"),
     ("m.from_pretrained(p, trust_remote_code=True)", "trust_remote_code"),
     ("m.from_pretrained(p, trust_remote_code=flag)", "trust_remote_code"),
     ("m.from_pretrained(p, **{'trust_remote_code': True})", "trust_remote_code"),
@@ -342,6 +347,7 @@ def code_from_data(source: str) -> list[tuple[int, str]]:
     ("import numpy as np\nnp.load(p)\nnp.load(p, allow_pickle=False)", None),
     ("import yaml\nL = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)\nyaml.load(s, Loader=L)", None),
     ("import yaml\nyaml.load(s, yaml.SafeLoader)\nyaml.safe_load(s)", None),
+    ("import yaml\nclass UniqueKeyLoader(yaml.SafeLoader):\n    pass\nyaml.load(s, Loader=UniqueKeyLoader)", None),
     ("import pickle\nclass U(pickle.Unpickler):\n    def find_class(self, m, n):\n        raise KeyError", None),
     ("m.from_pretrained(p, trust_remote_code=False)\nmodel.eval()", None),
     ("# pickle.loads(b); torch.load(p, weights_only=False)\n'''yaml.load(s)'''\nx = 'eval(text)'", None),

@@ -211,16 +211,6 @@ def _compose_key(slug: str, scale: str, overrides: tuple[str, ...]) -> str:
     return digest.hexdigest()[:24]
 
 
-def _sealed(text: str) -> str:
-    """A cache entry: its text after one line holding the text's sha256, so an edited entry is seen."""
-    return f"# sha256 {hashlib.sha256(text.encode()).hexdigest()}\n{text}"
-
-
-def _unseal(entry: str) -> str | None:
-    head, _, text = entry.partition("\n")
-    return text if head == f"# sha256 {hashlib.sha256(text.encode()).hexdigest()}" else None
-
-
 @functools.lru_cache(maxsize=256)
 def _compose(slug: str, scale: str, overrides: tuple[str, ...]) -> str:
     """The resolved config as YAML. Hydra takes ~1 s per composition, and every job composes the
@@ -229,15 +219,15 @@ def _compose(slug: str, scale: str, overrides: tuple[str, ...]) -> str:
     variable never hits a stale entry; an entry whose text no longer matches its checksum (edited by
     hand) is composed again."""
     cached = COMPOSE_CACHE / f"{_compose_key(slug, scale, overrides)}.yaml"
+    from .io import atomic_write, sealed, unsealed
+
     if cached.exists():
-        text = _unseal(cached.read_text())
+        text = unsealed(cached.read_text())
         if text is not None:
             return text
     text = _compose_with_hydra(slug, scale, overrides)
     try:
-        from .io import atomic_write
-
-        atomic_write(cached, _sealed(text))
+        atomic_write(cached, sealed(text))
     except OSError:  # a read-only checkout still works, only slower
         pass
     return text
@@ -289,6 +279,9 @@ def compose_job_config(slug: str, scale: str, overrides: Sequence[str] = (), see
     if overrides:
         defaults = yaml.load(_compose(slug, scale, ()), Loader=_YAML_LOADER)
         check_override_types(slug, scale, overrides, defaults, cfg)
+    if (cfg.get("slug"), cfg.get("scale")) != (slug, scale):  # who the job is comes from the composition only
+        raise ConfigError(f"paper {slug} ({scale}): the composed config says slug {cfg.get('slug')!r}, scale "
+                          f"{cfg.get('scale')!r}: a config file or override sets who the job is")
     check_seed_list(cfg.get("seeds"), f"paper {slug} ({scale}): config key 'seeds'")
     check_job_config(paper, cfg)
     return cfg

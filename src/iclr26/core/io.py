@@ -108,6 +108,17 @@ def read_jsonl(path: str | os.PathLike) -> list:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+def sealed(text: str) -> str:
+    """A cache entry: its text after one line holding the text's sha256, so that an entry edited by hand
+    is seen (unsealed gives None) and made again rather than trusted."""
+    return f"# sha256 {hashlib.sha256(text.encode()).hexdigest()}\n{text}"
+
+
+def unsealed(entry: str) -> str | None:
+    head, _, text = entry.partition("\n")
+    return text if head == f"# sha256 {hashlib.sha256(text.encode()).hexdigest()}" else None
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     """The sha256 hex digest of a file, read in 1 MiB chunks (the one hashing helper of the project)."""
     digest = hashlib.sha256()

@@ -42,17 +42,19 @@ def read_schema(path: Path) -> dict:
     """A schema file, parsed. YAML costs ~20 ms a schema (the DAG build reads all 19), JSON ~0.2: the
     parsed schema is kept under .cache/schema by the sha256 of the file's text, so an edit is never
     served stale, and a read-only checkout only parses every time."""
+    from .io import atomic_write, sealed, unsealed
+
     text = path.read_bytes()
     cached = SCHEMA_CACHE / f"{hashlib.sha256(text).hexdigest()[:24]}.json"
     try:
-        return json.loads(cached.read_text())
+        entry = unsealed(cached.read_text())  # None: edited by hand, parsed again
+        if entry is not None:
+            return json.loads(entry)
     except (OSError, ValueError):
         pass
     schema = yaml.load(text, Loader=_LOADER)
     try:
-        from .io import atomic_write
-
-        atomic_write(cached, json.dumps(schema))
+        atomic_write(cached, sealed(json.dumps(schema)))
     except OSError:
         pass
     return schema
