@@ -356,7 +356,8 @@ def test_end_to_end_killed_midway_then_resumed(checkout):
     edited, *others = E2E
     paper_config = checkout / "config" / "hydra" / "paper_scale" / edited / "smoke.yaml"
     original = paper_config.read_text()
-    paper_config.write_text(original + "\nnot_read_by_data_stages: 1\n")
+    assert "train: {epochs: 2," in original  # a training key the data stages do not read
+    paper_config.write_text(original.replace("train: {epochs: 2,", "train: {epochs: 3,"))
     plan = snakemake(checkout, "-n", "all", "--config", "scale=smoke", E2E_PAPERS, "--quiet", "rules").stdout
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", plan.split("Job stats:")[1], re.M))
     assert counts.get(f"tabulate_{edited}") == "1" and int(counts.get("train", 0)) >= 1, counts
@@ -365,7 +366,7 @@ def test_end_to_end_killed_midway_then_resumed(checkout):
     paper_config.write_text(original)
     # the same for an override on the command line: it reaches only the jobs of the keys they read
     plan = snakemake(checkout, "-n", "all", "--config", "scale=smoke", E2E_PAPERS,
-                     f"overrides=[{edited}:+not_read_by_data=1]",
+                     f"overrides=[{edited}:train.epochs=3]",
                      "--quiet", "rules").stdout
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", plan.split("Job stats:")[1], re.M))
     assert "acquire" not in counts and "prepare" not in counts and int(counts.get("train", 0)) >= 1, counts
