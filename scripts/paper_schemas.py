@@ -64,21 +64,15 @@ def composed(slug: str) -> dict[str, dict]:
     return {scale: yaml.load(_compose(slug, scale, ()), Loader=loader) for scale in SCALES}
 
 
+# in this order: bool before int (a bool is an int in Python)
+JSON_TYPES = ((type(None), "null"), (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
+              (list, "array"), (dict, "object"))
+
+
 def json_type(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
+    for kind, name in JSON_TYPES:
+        if isinstance(value, kind):
+            return name
     raise TypeError(f"no JSON type for {value!r}")
 
 
