@@ -10,12 +10,17 @@ that `effect` / `one_sample` call, vectorised over the experiments.
 Monte-Carlo slack: the bound is 5% + 3 standard errors of a rate of 5% over R experiments, so a
 calibrated test crosses it by chance in about 0.1% of cells; the draws are seeded, so the test is
 deterministic. test_the_plain_percentile_bootstrap_fails_at_3_seeds shows that the check can fail.
+
+The "no effect" outcome (a claim's `margin`: the interval at claims.NO_EFFECT_LEVEL inside (-margin,
++margin), two one-sided tests at 5%) is held to the same bound the other way round: with the true effect exactly at the
+margin, at most 5% of experiments say "no effect" (test_false_no_effect_rate_at_the_margin).
 """
 import zlib
 
 import numpy as np
 import pytest
 
+from iclr26.core.claims import NO_EFFECT_LEVEL
 from iclr26.core.stats import GATES, MIN_N, bootstrap_bounds, cluster_bounds, t_bounds, welch_bounds
 
 R_T, R_BOOT, N_BOOT = 20_000, 1_500, 500
@@ -40,24 +45,33 @@ def _false_rate(lo: np.ndarray, hi: np.ndarray, truth: float = 0.0) -> float:
     return float(np.mean((lo > truth) | (hi < truth)))  # the interval excludes the truth: a false verdict
 
 
-def _rate(test: str, dist: str, n: int, expanded: bool = True) -> tuple[float, int]:
+def _bounds(test: str, dist: str, n: int, shift: float = 0.0, level: float = 0.95, expanded: bool = True):
+    """The intervals of R simulated experiments whose true effect is `shift`, and R."""
     rng = np.random.default_rng(zlib.crc32(f"{test}/{dist}/{n}".encode()))
     if test == "cluster_bootstrap":
-        return _cluster_rate(rng, dist, n), R_CLUSTER
+        raise ValueError("see _cluster_rate")
     if test.startswith("bootstrap"):
         stat = "mean" if test == "bootstrap_mean" else "iqm"
-        m, b = _draw(rng, dist, (R_BOOT, n)), _draw(rng, dist, (R_BOOT, n))
-        return _false_rate(*bootstrap_bounds(stat, [m, b], difference=True, expanded=expanded, n_boot=N_BOOT)), R_BOOT
-    m, b = _draw(rng, dist, (R_T, n)), _draw(rng, dist, (R_T, n))
+        m, b = _draw(rng, dist, (R_BOOT, n)) + shift, _draw(rng, dist, (R_BOOT, n))   # IQM and mean shift alike
+        return bootstrap_bounds(stat, [m, b], difference=True, expanded=expanded, n_boot=N_BOOT, level=level), R_BOOT
+    m, b = _draw(rng, dist, (R_T, n)) + shift, _draw(rng, dist, (R_T, n))
     if test == "paired_t":
-        return _false_rate(*t_bounds(m - b)), R_T
+        return t_bounds(m - b, level), R_T
     if test == "welch_t":
-        return _false_rate(*welch_bounds(m, b)), R_T
+        return welch_bounds(m, b, level), R_T
     # "t": one sample against a number. Its use is a per-seed difference (e.g. 07's accuracy drop);
     # for learn-or-collapse that is the difference of two runs (a raw bimodal metric against a
     # number is not testable at a few seeds by any of these tests)
     x = m - b if dist == "learn_or_collapse" else m
-    return _false_rate(*t_bounds(x), MEAN[dist] if dist != "learn_or_collapse" else 0.0), R_T
+    return t_bounds(x, level), R_T
+
+
+def _rate(test: str, dist: str, n: int, expanded: bool = True) -> tuple[float, int]:
+    if test == "cluster_bootstrap":
+        rng = np.random.default_rng(zlib.crc32(f"{test}/{dist}/{n}".encode()))
+        return _cluster_rate(rng, dist, n), R_CLUSTER
+    (lo, hi), reps = _bounds(test, dist, n, expanded=expanded)
+    return _false_rate(lo, hi, MEAN.get(dist, 0.0) if test == "t" else 0.0), reps
 
 
 R_CLUSTER, P_CLUSTER = 1500, 40
@@ -133,6 +147,42 @@ CASES = [(test, dist, n) for test, lowest in MIN_N.items() if test != "fit" and 
 def test_false_verdict_rate_at_zero_effect(test, dist, n):
     rate, reps = _rate(test, dist, n)
     assert rate <= _bound(reps), f"{test} at n={n} on {dist}: {rate:.3f} false verdicts"
+
+
+# the margin, in each distribution's units: two standard deviations of one run. A wide margin is the hard
+# case: the interval's lower end is then almost always above -margin, so the rate is the whole one-sided
+# tail P(hi_90 < true effect), which a calibrated test keeps at 5%
+SCALE = {"normal": 1.0, "heavy_tailed": np.sqrt(3.0), "learn_or_collapse": 210.0}
+
+
+def _false_no_effect(lo: np.ndarray, hi: np.ndarray, margin: float) -> float:
+    return float(np.mean((-margin < lo) & (hi < margin)))   # "no effect", when the true effect is the margin
+
+
+@pytest.mark.parametrize("test,dist,n", CASES)
+def test_false_no_effect_rate_at_the_margin(test, dist, n):
+    """The true effect is exactly the margin: "no effect" (the TOST interval inside (-margin, margin)) is a
+    false verdict there, and must come out at most 5% of the time."""
+    margin = 2.0 * SCALE[dist]
+    if test == "cluster_bootstrap":
+        rng = np.random.default_rng(zlib.crc32(f"no_effect/{dist}/{n}".encode()))
+        margin = 0.3   # per-problem outcomes are 0/1: a margin of 30 points of accuracy
+        rates = [_false_no_effect(*cluster_bounds(_cluster_draws(rng, dist, n, sd) + margin, n_boot=N_BOOT,
+                                                  level=NO_EFFECT_LEVEL), margin) for sd in (0.0, 0.6)]
+        rate, reps = max(rates), R_CLUSTER
+    else:   # the one-sample t's normal and heavy-tailed draws have mean 0: the effect is the shift there too
+        (lo, hi), reps = _bounds(test, dist, n, shift=margin, level=NO_EFFECT_LEVEL)
+        rate = _false_no_effect(lo, hi, margin)
+    assert rate <= _bound(reps), f"{test} at n={n} on {dist}: {rate:.3f} false 'no effect' at the margin"
+
+
+def test_a_narrower_interval_would_fail_the_no_effect_check():
+    """The check can fail: "no effect" read off an 80% interval (tails of 10%) says so ~10% of the time;
+    and the textbook 90% t interval misses the bound on bimodal differences (why NO_EFFECT_LEVEL is 91%)."""
+    (lo, hi), reps = _bounds("paired_t", "normal", 8, shift=2.0, level=0.80)
+    assert _false_no_effect(lo, hi, 2.0) > _bound(reps) + 0.03
+    (lo, hi), reps = _bounds("t", "learn_or_collapse", 7, shift=420.0, level=0.90)
+    assert _false_no_effect(lo, hi, 420.0) > _bound(reps)
 
 
 def test_one_sample_bootstrap_is_not_calibrated_so_claims_against_a_value_use_t():

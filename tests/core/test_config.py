@@ -174,3 +174,70 @@ def test_a_gate_as_a_claims_test_is_refused_when_composed():
         check_job_config(get_paper("scorer"), cfg)
     cfg["claims"][0]["kind"] = "check"
     check_job_config(get_paper("scorer"), cfg)
+
+
+def _contract_error(slug: str, edit) -> str:
+    """The one-line error the contract gives a paper's tiny config after `edit(cfg)`."""
+    import copy
+
+    from iclr26.core.contract import check_job_config
+    from iclr26.core.paper import get_paper
+
+    cfg = copy.deepcopy(compose_job_config(slug, "tiny"))
+    edit(cfg)
+    with pytest.raises(ConfigError) as err:
+        check_job_config(get_paper(slug), cfg)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def _claim(cfg, claim_id):
+    return next(c for c in cfg["claims"] if c["id"] == claim_id)
+
+
+def test_a_precondition_on_the_claims_own_method_is_refused():
+    """Issue 27: a gate on the method's own outcome censors its verdict in one direction."""
+    def gate_on_own(cfg):
+        claim = _claim(cfg, "terrafm_beats_random")
+        claim["precondition"] = {"metric": "oa", "where": {"modality": "s2", "labels": "full"}, "method": "dual_center",
+                                 "value": 0.5, "direction": "higher", "test": "paired_t"}
+    assert _contract_error("terrafm", gate_on_own) == (
+        "paper terrafm: claim 'terrafm_beats_random': its precondition reads the claim's own method 'dual_center'; "
+        "a precondition tests the setup (a baseline, a control, the base model or the data), never the method "
+        "under test (a fact of the setup that the records file under that method, e.g. the test set's make-up, "
+        "says so in precondition.setup)")
+
+    def empty_setup(cfg):
+        _claim(cfg, "rebalance_improves_accuracy")["precondition"]["setup"] = " "
+    assert "precondition.setup' must say in words" in _contract_error("rebalance", empty_setup)
+
+
+def test_a_t_test_on_an_indicator_and_an_undeclared_tolerance_range_are_refused():
+    def t_on_indicator(cfg):
+        _claim(cfg, "dual_center_trains")["test"] = "t"
+    assert "'trained', a 0/1 indicator per seed" in _contract_error("terrafm", t_on_indicator)
+
+    def no_range(cfg):
+        cfg["metric_range"].pop("accuracy")
+    assert "add metric_range: {accuracy: [floor, ceiling]}" in _contract_error("step_entropy", no_range)
+
+    def bad_range(cfg):
+        cfg["metric_range"]["accuracy"] = [1, 0]
+    assert "'metric_range.accuracy' = [1, 0] is not allowed" in _contract_error("step_entropy", bad_range)
+
+
+@pytest.mark.parametrize("margin,message", [
+    ({"value": 0.02}, "is not allowed; allowed: {value: <a positive number"),
+    ({"value": -0.1, "why": "x"}, "is not allowed"),
+    ({"value": 0.1, "why": ""}, "is not allowed"),
+])
+def test_a_margin_is_a_positive_number_with_its_reason(margin, message):
+    def edit(cfg):
+        _claim(cfg, "low_entropy_beats_random_at_0.8")["margin"] = margin
+    assert message in _contract_error("step_entropy", edit)
+
+
+def test_a_margin_on_a_tolerance_claim_is_refused():
+    def edit(cfg):
+        _claim(cfg, "sft_low_entropy_keeps_accuracy")["margin"] = {"value": 0.02, "why": "x"}
+    assert "a tolerance claim already says what difference matters" in _contract_error("step_entropy", edit)

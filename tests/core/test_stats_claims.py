@@ -140,7 +140,9 @@ def test_precondition_against_a_value_and_its_spec_is_checked():
     pre = {"metric": "score", "where": {"env": "b"}, "method": "new", "value": 1.0, "direction": "higher",
            "test": "t"}
     out = check_claim({**CLAIM, "precondition": pre}, _records())
-    assert out["reason"] == "precondition not met (score higher): new vs 1.0 = 0 [0, 0], not reproduced"
+    # every seed of env b scores 0: a zero-width interval is not evidence either way
+    assert out["reason"] == ("precondition not met (score higher): new vs 1.0 = 0 [0, 0], no spread across seeds: "
+                             "every seed gives new = 0")
     with pytest.raises(ConfigError, match="precondition lacks key 'test'"):
         check_claim({**CLAIM, "precondition": {k: v for k, v in pre.items() if k != "test"}}, _records())
 
@@ -219,3 +221,107 @@ def test_every_seed_is_refused_as_a_claims_test_but_allowed_in_a_check():
     with pytest.raises(ConfigError, match="is a gate, not inference"):
         check_claim(spec, _records())
     assert check_claim({**spec, "kind": "check"}, _records())["kind"] == "check"
+
+
+# ----------------------------------------------------------------------------- degenerate data (issue 27)
+def _arms(method, base, metric="accuracy"):
+    return pd.DataFrame([{"method": m, "seed": s, metric: v} for m, values in (("new", method), ("base", base))
+                         for s, v in enumerate(values)])
+
+
+KEEPS = {"id": "keeps", "claim": "new keeps accuracy", "metric": "accuracy", "method": "new", "baseline": "base",
+         "direction": "within", "value": None, "tolerance": 0.05, "test": "paired_t"}
+KEEPS.pop("value")
+RANGE = {"metric_range": {"accuracy": [0, 1]}, "slug": "toy", "scale": "tiny", "seeds": [0, 1, 2]}
+
+
+def test_no_spread_across_seeds_is_untestable_and_says_it_is_at_the_ceiling():
+    out = check_claim(KEEPS, _arms([1.0, 1.0, 1.0], [1.0, 1.0, 1.0]), {**RANGE, "metric_range": {}})
+    assert out["verdict"] == "untestable here"      # the [0, 0] interval would have said "holds"
+    assert out["reason"] == "no spread across seeds: every seed gives new = 1 and base = 1"
+    higher = {**KEEPS, "direction": "higher"}
+    higher.pop("tolerance")
+    out = check_claim(higher, _arms([1.0, 1.0, 1.0], [0.5, 0.5, 0.5]), RANGE)
+    assert out["reason"] == ("no spread across seeds: every seed gives new = 1 (at the ceiling) and base = 0.5")
+    out = check_claim(higher, _arms([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]), RANGE)
+    assert "new = 0 (at the floor) and base = 0 (at the floor)" in out["reason"]
+    out = check_claim(higher, _arms([0.6, 0.7, 0.8], [0.5, 0.6, 0.7]), RANGE)    # spread, a constant difference
+    assert out["reason"] == "no spread across seeds: every seed gives new - base = 0.1"
+    assert check_claim(higher, _arms([0.6, 0.8, 0.9], [0.5, 0.6, 0.7]), RANGE)["verdict"] == "holds"
+
+
+def test_a_tolerance_claim_needs_headroom_below_the_ceiling():
+    near = _arms([0.97, 0.99, 0.96], [0.98, 0.99, 0.97])      # base 0.98: within 0.05 of the ceiling
+    out = check_claim(KEEPS, near, RANGE)
+    assert out["verdict"] == "untestable here"
+    assert out["reason"] == "no headroom: base (accuracy) = 0.98 is within the tolerance 0.05 of the ceiling 1"
+    room = _arms([0.80, 0.82, 0.79], [0.81, 0.82, 0.80])
+    assert check_claim(KEEPS, room, RANGE)["verdict"] == "holds"
+    assert check_claim(KEEPS, near, {**RANGE, "metric_range": {}})["verdict"] == "holds"   # no range declared
+    floor = check_claim({**KEEPS, "metric": "accuracy"}, _arms([0.02, 0.03, 0.01], [0.02, 0.03, 0.02]), RANGE)
+    assert floor["reason"].endswith("of the floor 0")
+
+
+def test_an_indicator_metric_ranges_over_zero_and_one():
+    from iclr26.core.claims import metric_range
+
+    assert metric_range({"indicators": ["reached"]}, "reached") == (0.0, 1.0)
+    assert metric_range({"metric_range": {"x": [None, 5]}}, "x") == (None, 5.0)
+    assert metric_range(None, "x") == (None, None)
+
+
+def test_fit_without_its_own_interval_is_a_config_error():
+    spec = {"id": "f", "claim": "slope below 1", "metric": "slope", "method": "new", "value": 1.0,
+            "direction": "lower", "test": "fit"}
+    records = pd.DataFrame([{"method": "new", "seed": 0, "slope": 0.5}])
+    with pytest.raises(ConfigError, match="slope_lo and slope_hi"):
+        check_claim(spec, records)
+    with pytest.raises(ValueError, match="own 95% interval"):
+        aggregate([0.5], "fit")
+    ok = records.assign(slope_lo=0.4, slope_hi=0.6)
+    assert check_claim(spec, ok)["verdict"] == "holds"
+
+
+MARGIN = {**CLAIM, "margin": {"value": 0.5, "why": "half the paper's +1.0"}}
+
+
+def _near_zero(noise=0.05, n=12, shift=0.0):
+    rng = np.random.default_rng(1)
+    rows = []
+    for seed in range(n):
+        shared = rng.normal(0, 5)
+        rows.append({"method": "base", "seed": seed, "env": "a", "score": 10 + shared})
+        rows.append({"method": "new", "seed": seed, "env": "a", "score": 10 + shift + shared + rng.normal(0, noise)})
+    return pd.DataFrame(rows)
+
+
+def test_an_effect_inside_the_margin_is_no_effect():
+    out = check_claim(MARGIN, _near_zero(), RANGE)
+    assert out["verdict"] == "not reproduced (no effect)"
+    assert -0.5 < out["estimate_tost"]["lo"] < out["estimate_tost"]["hi"] < 0.5
+    assert "91%" in out["estimate_tost"]["how"]
+    assert check_claim(CLAIM, _near_zero(), RANGE)["verdict"] == "inconclusive"     # no margin: no such outcome
+    assert check_claim(MARGIN, _records(), RANGE)["verdict"] == "holds"             # +1 is beyond the margin
+    wide = check_claim(MARGIN, _near_zero(noise=1.0, n=4), RANGE)
+    assert wide["verdict"] == "inconclusive"                                         # too noisy to show either
+
+
+def test_an_inconclusive_claim_says_how_many_seeds_would_decide_it():
+    from iclr26.core.claims import outcome_text
+
+    out = check_claim(MARGIN, _near_zero(noise=1.0, n=4, shift=0.6), {**RANGE, "seeds": [0, 1, 2, 3]})
+    assert out["verdict"] == "inconclusive"
+    needed = out["seeds_needed"]
+    assert needed["decide"] and 4 < needed["decide"] <= 64
+    assert needed["no_effect"] is None and "at least the margin" in needed["text"]
+    seeds = ",".join(map(str, range(needed["decide"])))
+    assert needed["command"] == f"snakemake --cores 2 all --config 'papers=[toy]' 'seeds=[{seeds}]'"
+    assert needed["text"] in outcome_text(out)
+    # the projection: at the decided n the t interval at the same spread excludes 0, at n - 1 it does not
+    from iclr26.core.stats import projected_half_width
+
+    half, n, gap = (out["estimate"]["hi"] - out["estimate"]["lo"]) / 2, 4, abs(out["estimate"]["value"])
+    assert projected_half_width(half, n, needed["decide"]) < gap <= projected_half_width(half, n, needed["decide"] - 1)
+    flat = check_claim(CLAIM, _near_zero(noise=1.0, n=4, shift=0.0), RANGE)["seeds_needed"]
+    assert flat["decide"] is None and flat["capped"] and flat["text"].startswith("more than 64 seeds")
+    assert "command" not in flat

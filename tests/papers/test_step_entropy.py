@@ -202,7 +202,10 @@ def test_the_token_cut_is_a_check_and_the_accuracy_claim_stands_alone():
                       "thinking_tokens": 30.0 + seed}]
         return pd.DataFrame(rows)
 
-    assert check_claim(keeps, records([0.95, 0.97, 0.96]))["verdict"] == "holds"
+    assert check_claim(keeps, records([0.95, 0.96, 0.965]))["verdict"] == "holds"
+    # the same accuracy on every seed is no spread, not evidence (issue 27): untestable, with the reason
+    same = check_claim(keeps, records([0.95, 0.97, 0.96]))
+    assert same["verdict"] == "untestable here" and same["reason"].startswith("no spread across seeds")
     assert check_claim(keeps, records([0.30, 0.41, 0.35]))["verdict"] == "not reproduced"
     assert check_claim(tokens, records([0.30, 0.41, 0.35]))["verdict"] == "holds"   # shown, not counted
 
@@ -222,7 +225,7 @@ def test_only_the_absolute_stage_a_claims_are_gated_by_the_oracle():
     def records(oracle_drop, low=0.9, random=0.3):
         acc = {"low_entropy": low, "random": random}
         return pd.DataFrame([{"method": m, "seed": s, "stage": "prune", "dataset": "reasoning", "kappa": k,
-                              "accuracy": acc[m] + 0.01 * s, "oracle_drop": d,
+                              "accuracy": acc[m] + 0.01 * s * (2 if m == "random" else 1), "oracle_drop": d,
                               "acc_drop": (acc[m] - 0.95 + 0.01 * s) if k else 0.0}
                              for m in acc for s, d in enumerate(oracle_drop) for k in (0.0, 0.8)])
 

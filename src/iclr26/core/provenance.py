@@ -47,9 +47,9 @@ def kernels() -> dict[str, str | None]:
     """The CPU code paths the numeric libraries were pinned to (iclr26.PINNED_KERNELS)."""
     import os
 
-    from iclr26 import PINNED_KERNELS
+    from iclr26 import NATIVE_KERNELS, PINNED_KERNELS
 
-    return {name: os.environ.get(name) for name in PINNED_KERNELS}
+    return {**{name: os.environ.get(name) for name in PINNED_KERNELS}, "ICLR26_NATIVE_KERNELS": NATIVE_KERNELS}
 
 
 def provenance(**extra) -> dict:

@@ -80,20 +80,21 @@ TEST_NAMES = {"paired_t": "paired t", "welch_t": "Welch t", "t": "one-sample t",
               "every_seed": "every seed passes (the range of the seeds, no inference)"}
 
 
-def t_bounds(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Student-t 95% interval of the mean of each row of x (shape (R, n)); nan where n < 2."""
+def t_bounds(x: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """Student-t interval (95% unless `level` says otherwise) of the mean of each row of x (shape (R, n));
+    nan where n < 2."""
     x = np.atleast_2d(np.asarray(x, dtype=float))
     n = x.shape[1]
     if n < 2:
         nan = np.full(x.shape[0], np.nan)
         return nan, nan.copy()
-    half = sps.t.ppf(0.5 + LEVEL / 2, n - 1) * x.std(axis=1, ddof=1) / np.sqrt(n)
+    half = sps.t.ppf(0.5 + level / 2, n - 1) * x.std(axis=1, ddof=1) / np.sqrt(n)
     mean = x.mean(axis=1)
     return mean - half, mean + half
 
 
-def welch_bounds(m: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Welch t 95% interval of mean(m) - mean(b), row by row (shapes (R, n_m), (R, n_b))."""
+def welch_bounds(m: np.ndarray, b: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """Welch t interval (95% by default) of mean(m) - mean(b), row by row (shapes (R, n_m), (R, n_b))."""
     m, b = np.atleast_2d(np.asarray(m, dtype=float)), np.atleast_2d(np.asarray(b, dtype=float))
     nm, nb = m.shape[1], b.shape[1]
     d = m.mean(axis=1) - b.mean(axis=1)
@@ -103,29 +104,30 @@ def welch_bounds(m: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     vm, vb = m.var(axis=1, ddof=1) / nm, b.var(axis=1, ddof=1) / nb
     with np.errstate(divide="ignore", invalid="ignore"):
         dof = np.where(vm + vb > 0, (vm + vb) ** 2 / (vm**2 / (nm - 1) + vb**2 / (nb - 1)), 1.0)
-    half = sps.t.ppf(0.5 + LEVEL / 2, dof) * np.sqrt(vm + vb)
+    half = sps.t.ppf(0.5 + level / 2, dof) * np.sqrt(vm + vb)
     return d - half, d + half
 
 
-def _t_interval(arr: np.ndarray) -> tuple[float, float]:
-    lo, hi = t_bounds(arr[None, :])
+def _t_interval(arr: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
+    lo, hi = t_bounds(arr[None, :], level)
     return float(lo[0]), float(hi[0])
 
 
 STATS = {"mean": np.mean, "median": np.median, "iqm": iqm}
 
 
-def expanded_alpha(n: int) -> float:
+def expanded_alpha(n: int, level: float = LEVEL) -> float:
     """Tail probability for an expanded percentile bootstrap interval (Hesterberg 2015, "What
     teachers should know about the bootstrap", sec. 5): the percentile interval is too narrow for
     small n (it uses z and the plug-in variance); taking the quantiles at the level where
     z = sqrt(n / (n - 1)) * t_{n-1} restores the t interval's width for a mean."""
-    z = np.sqrt(n / (n - 1)) * sps.t.ppf(0.5 + LEVEL / 2, n - 1)
+    z = np.sqrt(n / (n - 1)) * sps.t.ppf(0.5 + level / 2, n - 1)
     return float(sps.norm.sf(z))
 
 
 def bootstrap_bounds(stat: str, samples: list[np.ndarray], difference: bool = False, expanded: bool = True,
-                     n_boot: int = N_BOOT, seed: int = BOOT_SEED) -> tuple[np.ndarray, np.ndarray]:
+                     n_boot: int = N_BOOT, seed: int = BOOT_SEED,
+                     level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bootstrap of stat(sample) (or of stat(a) - stat(b)) for each row of the samples
     (shapes (R, n_i)), resampling each sample independently (stratified). `expanded` widens it for
     small n (see expanded_alpha; n is the smallest sample); expanded=False is the plain percentile
@@ -135,7 +137,7 @@ def bootstrap_bounds(stat: str, samples: list[np.ndarray], difference: bool = Fa
     if n < 2:
         nan = np.full(rows, np.nan)
         return nan, nan.copy()
-    alpha = expanded_alpha(n) if expanded else (1 - LEVEL) / 2
+    alpha = expanded_alpha(n, level) if expanded else (1 - level) / 2
     rng = np.random.default_rng(seed)
     fn = STATS[stat]
     lo, hi = np.empty(rows), np.empty(rows)
@@ -158,7 +160,8 @@ def _draw_counts(rng, rows: int, n: int) -> np.ndarray:
     return np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(float)
 
 
-def cluster_bounds(d, n_boot: int = N_BOOT, seed: int = BOOT_SEED) -> tuple[np.ndarray, np.ndarray]:
+def cluster_bounds(d, n_boot: int = N_BOOT, seed: int = BOOT_SEED,
+                   level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
     """95% interval of the mean of per-(seed, problem) paired differences d (shape (R, S, P): R
     experiments, S seeds, P problems shared by every seed), problems and seeds both treated as
     samples: the two-way (pigeonhole) cluster bootstrap resamples whole problems (a problem's
@@ -185,12 +188,13 @@ def cluster_bounds(d, n_boot: int = N_BOOT, seed: int = BOOT_SEED) -> tuple[np.n
         problems, seeds = problems.reshape(k, n_boot, p), seeds.reshape(k, n_boot, s)   # draws of each cluster
         means = np.einsum("ksp,kbp,kbs->kb", part, problems, seeds, optimize=True) / (s * p)
         sd[start:start + chunk] = means.std(axis=1)
-    half = sps.t.ppf(0.5 + LEVEL / 2, s - 1) * sd * np.sqrt(s / (s - 1))
+    half = sps.t.ppf(0.5 + level / 2, s - 1) * sd * np.sqrt(s / (s - 1))
     return mean - half, mean + half
 
 
-def _bootstrap(stat: str, samples: list[np.ndarray], difference: bool = False) -> tuple[float, float]:
-    lo, hi = bootstrap_bounds(stat, [s[None, :] for s in samples], difference)
+def _bootstrap(stat: str, samples: list[np.ndarray], difference: bool = False,
+               level: float = LEVEL) -> tuple[float, float]:
+    lo, hi = bootstrap_bounds(stat, [s[None, :] for s in samples], difference, level=level)
     return float(lo[0]), float(hi[0])
 
 
@@ -215,20 +219,33 @@ def aggregate(values, how: str = "mean", lo=None, hi=None) -> Estimate:
     if how == "fit":
         if arr.size != 1:
             raise ValueError(f"agg 'fit' expects one value, got {arr.size}")
-        lo_v = float(_clean(lo)[0]) if lo is not None and _clean(lo).size else float(arr[0])
-        hi_v = float(_clean(hi)[0]) if hi is not None and _clean(hi).size else float(arr[0])
-        return Estimate(float(arr[0]), lo_v, hi_v, 1, "estimate with its own 95% interval")
+        # no silent point estimate: without its own interval a fit would read as certain (lo = hi)
+        if lo is None or hi is None or not (_clean(lo).size and _clean(hi).size):
+            raise ValueError("agg 'fit' needs the record's own 95% interval (<metric>_lo and <metric>_hi)")
+        return Estimate(float(arr[0]), float(_clean(lo)[0]), float(_clean(hi)[0]), 1,
+                        "estimate with its own 95% interval")
     raise ValueError(f"unknown aggregation {how!r}; use mean, median, iqm or fit")
 
 
-def one_sample(values, test: str, lo=None, hi=None) -> Estimate:
-    """A claim against a number: the estimate and 95% interval of the test that is named
-    (t tests: the mean with a t interval; fit: the record's own interval)."""
+def _pct(level: float) -> str:
+    return f"{100 * level:.0f}%"
+
+
+def _own_interval_only(test: str, level: float) -> None:
+    if test == "fit" and level != LEVEL:
+        raise ValueError(f"test 'fit' has only the record's own {_pct(LEVEL)} interval, not a {_pct(level)} one")
+
+
+def one_sample(values, test: str, lo=None, hi=None, level: float = LEVEL) -> Estimate:
+    """A claim against a number: the estimate and interval (95% unless `level` says otherwise) of the
+    test that is named (t tests: the mean with a t interval; fit: the record's own interval)."""
+    _own_interval_only(test, level)
     if test in ("t", "paired_t", "welch_t"):
         arr = _clean(values)
         if arr.size == 0:
             return Estimate(float("nan"), float("nan"), float("nan"), 0, test)
-        return Estimate(float(arr.mean()), *_t_interval(arr), arr.size, "one-sample t, 95% CI of the mean")
+        return Estimate(float(arr.mean()), *_t_interval(arr, level), arr.size,
+                        f"one-sample t, {_pct(level)} CI of the mean")
     if test in VALUE_REFUSED:
         raise ValueError(f"test {test!r} {VALUE_REFUSED[test]}")
     if test == "fit":
@@ -253,15 +270,17 @@ def _every_seed(x: np.ndarray, what: str) -> Estimate:
 
 
 def effect(method, baseline, test: str, method_lo=None, method_hi=None, base_lo=None, base_hi=None,
-           method_items=None, base_items=None) -> Estimate:
-    """Effect of method over baseline (method - baseline) with a 95% interval.
+           method_items=None, base_items=None, level: float = LEVEL) -> Estimate:
+    """Effect of method over baseline (method - baseline) with a 95% interval (or one at `level`).
 
     paired_t: seeds are paired (same seed, same data) - the difference per seed, t interval.
     welch_t: unpaired, unequal variances.  bootstrap_mean / bootstrap_iqm: stratified bootstrap
     of the difference of means / IQMs.  fit: single estimates with their own intervals; the
     difference's interval is the conservative [lo_m - hi_b, hi_m - lo_b].
     """
+    _own_interval_only(test, level)
     m, b = np.asarray(method, dtype=float), np.asarray(baseline, dtype=float)
+    pct = _pct(level)
     if test == "cluster_bootstrap":   # method_items / base_items: (seeds, problems), paired by row and column
         if method_items is None or base_items is None:
             raise ValueError("cluster_bootstrap needs per-problem outcomes (the records' <metric>_items lists)")
@@ -270,9 +289,9 @@ def effect(method, baseline, test: str, method_lo=None, method_hi=None, base_lo=
             raise ValueError(f"cluster_bootstrap needs the same seeds and problems for method and baseline, "
                              f"got {mi.shape} and {bi.shape}")
         d = mi - bi
-        lo, hi = cluster_bounds(d)
+        lo, hi = cluster_bounds(d, level=level)
         return Estimate(float(d.mean()), float(lo[0]), float(hi[0]), d.shape[0],
-                        f"seed x problem cluster bootstrap ({d.shape[1]} problems), 95% t interval of the "
+                        f"seed x problem cluster bootstrap ({d.shape[1]} problems), {pct} t interval of the "
                         "mean difference")
     if test in ("paired_t", "every_seed"):
         if m.shape != b.shape:
@@ -281,20 +300,20 @@ def effect(method, baseline, test: str, method_lo=None, method_hi=None, base_lo=
             return _every_seed(m - b, "differences")
         keep = np.isfinite(m) & np.isfinite(b)
         diff = m[keep] - b[keep]
-        return Estimate(float(diff.mean()) if diff.size else float("nan"), *_t_interval(diff), diff.size,
-                        "paired t, 95% CI of the mean difference")
+        return Estimate(float(diff.mean()) if diff.size else float("nan"), *_t_interval(diff, level), diff.size,
+                        f"paired t, {pct} CI of the mean difference")
     m, b = _clean(m), _clean(b)
     if test == "welch_t":
-        lo, hi = welch_bounds(m[None, :], b[None, :])
+        lo, hi = welch_bounds(m[None, :], b[None, :], level)
         d = float(m.mean() - b.mean()) if m.size and b.size else float("nan")
-        return Estimate(d, float(lo[0]), float(hi[0]), min(m.size, b.size), "Welch t, 95% CI of the difference")
+        return Estimate(d, float(lo[0]), float(hi[0]), min(m.size, b.size), f"Welch t, {pct} CI of the difference")
     if test in ("bootstrap_mean", "bootstrap_iqm"):
         stat = "mean" if test == "bootstrap_mean" else "iqm"
         d = float(STATS[stat](m) - STATS[stat](b))
-        lo, hi = _bootstrap(stat, [m, b], difference=True)
+        lo, hi = _bootstrap(stat, [m, b], difference=True, level=level)
         name = "mean" if test == "bootstrap_mean" else "IQM"
         return Estimate(d, lo, hi, min(m.size, b.size),
-                        f"stratified expanded percentile bootstrap, 95% CI of the {name} difference")
+                        f"stratified expanded percentile bootstrap, {pct} CI of the {name} difference")
     if test == "fit":
         em = aggregate(m, "fit", method_lo, method_hi)
         eb = aggregate(b, "fit", base_lo, base_hi)
@@ -303,3 +322,28 @@ def effect(method, baseline, test: str, method_lo=None, method_hi=None, base_lo=
     if test == "t":
         raise ValueError("test 't' is for a claim against a number; against a baseline use paired_t or welch_t")
     raise ValueError(f"unknown test {test!r}; use paired_t, welch_t, bootstrap_mean, bootstrap_iqm or fit")
+
+
+# ----------------------------------------------------------------------------- seeds needed
+SEEDS_CAP = 64   # beyond this a tiny-scale claim is not worth more seeds: say "more than 64"
+
+
+def projected_half_width(half: float, n: int, k, level: float = LEVEL) -> np.ndarray:
+    """The half-width a 95% interval of `half` at n seeds would have at k seeds (and `level`), at the
+    same spread: a t interval's half-width is t_{k-1} s / sqrt(k). For the bootstraps this is the
+    t approximation of their width, which is what an expanded percentile interval is built to match."""
+    spread = half * np.sqrt(n) / sps.t.ppf(0.5 + LEVEL / 2, n - 1)
+    k = np.asarray(k, dtype=float)
+    return sps.t.ppf(0.5 + level / 2, k - 1) * spread / np.sqrt(k)
+
+
+def seeds_needed(half: float, n: int, fits, level: float = LEVEL, cap: int = SEEDS_CAP) -> int | None:
+    """The fewest seeds k (n < k <= cap) at which the interval, at the observed effect and spread,
+    would satisfy `fits(half_width)`; None when even `cap` seeds would not."""
+    if n < 2 or not np.isfinite(half):
+        return None
+    ks = np.arange(n + 1, cap + 1)
+    if ks.size == 0:
+        return None
+    ok = np.nonzero([fits(h) for h in projected_half_width(half, n, ks, level)])[0]
+    return int(ks[ok[0]]) if ok.size else None

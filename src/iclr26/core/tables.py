@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .claims import outcome_text, select
+from .claims import outcome_text, rerun_lines, select
 from .errors import ConfigError
 from .stats import Estimate, aggregate
 
@@ -42,6 +42,9 @@ def build_sections(spec: dict, records: pd.DataFrame, methods: list[str]) -> lis
                     continue
                 lo = rows[f"{metric}_lo"] if f"{metric}_lo" in rows.columns else None
                 hi = rows[f"{metric}_hi"] if f"{metric}_hi" in rows.columns else None
+                if col.get("agg") == "fit" and (lo is None or hi is None):
+                    raise ConfigError(f"table column {label!r}: agg 'fit' needs the records' own interval "
+                                      f"({metric}_lo and {metric}_hi)")
                 cells[label] = aggregate(rows[metric].to_numpy(), col.get("agg", "mean"), lo, hi)
             section.rows[method] = cells
         sections.append(section)
@@ -111,6 +114,10 @@ def render_markdown(title: str, subtitle: str, sections: list[Section], labels: 
         how = "; ".join(sorted({c["estimate"].get("how", "") for c in group} - {""}))
         lines += [f"## {heading}", ""] + _md_table(["claim", "paper", "ours", "test", "verdict"], rows)
         lines += ["", f"_Intervals: {how}._", ""] if how else [""]
+        if heading == "Claims" and rerun_lines(group):
+            lines += ["What would decide the inconclusive claims (seeds needed at the observed effect and spread; "
+                      "a rerun on them is a new experiment, its seeds fixed before it runs):", "",
+                      *rerun_lines(group), ""]
     if deviations:
         lines += ["## Deviations from the paper", ""] + [f"- {deviation_text(d)}" for d in deviations] + [""]
     if tiny_history:

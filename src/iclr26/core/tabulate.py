@@ -50,7 +50,7 @@ def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir)
 
     spec, labels = cfg.get("table") or {}, (cfg.get("table") or {}).get("method_labels", {})
     sections = build_sections(spec, records, list(paper.methods))
-    claims = check_claims(cfg.get("claims") or [], records)
+    claims = check_claims(cfg.get("claims") or [], records, cfg)
 
     figures = []
     module = paper.module()
