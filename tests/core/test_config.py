@@ -241,3 +241,23 @@ def test_a_margin_on_a_tolerance_claim_is_refused():
     def edit(cfg):
         _claim(cfg, "sft_low_entropy_keeps_accuracy")["margin"] = {"value": 0.02, "why": "x"}
     assert "a tolerance claim already says what difference matters" in _contract_error("step_entropy", edit)
+
+
+def test_a_presentation_change_reruns_tabulate_and_nothing_upstream():
+    """A changed table title or claim changes tabulate's digest (its Snakemake params) but no job's
+    view: the audit's K16 found a presentation edit rerunning nothing at all."""
+    import copy
+
+    from iclr26.core.config import tabulate_digest, view_digest
+
+    cfg = compose_job_config("scorer", "smoke")
+    edited = copy.deepcopy(cfg)
+    edited["table"]["title"] += " (edited)"
+    judged = copy.deepcopy(cfg)
+    judged["claims"][0]["margin"] = {"value": 1.0, "why": "x"}
+    scheduled = copy.deepcopy(cfg)
+    scheduled["resources"] = {"train": {"cpus": 7}}
+    assert view_digest(edited, "code") == view_digest(cfg, "code") == view_digest(judged, "code")
+    assert len({tabulate_digest(c, "code") for c in (cfg, edited, judged)}) == 3
+    assert tabulate_digest(scheduled, "code") == tabulate_digest(cfg, "code")
+    assert tabulate_digest(cfg, "other code") != tabulate_digest(cfg, "code")

@@ -18,6 +18,7 @@ from iclr26.core.config import (  # noqa: E402
     job_resource,
     job_view,
     split_overrides,
+    tabulate_digest,
     validate_workflow_config,
     view_digest,
     workflow_jobs,

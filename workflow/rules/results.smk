@@ -21,7 +21,7 @@ for _paper in PAPERS:
         threads: 1
         params:
             paper=_paper,
-            config=lambda w, paper=_paper: view_digest(job_config(paper), PAPER_DECL[paper].source_digest()),
+            config=lambda w, paper=_paper: tabulate_digest(job_config(paper), PAPER_DECL[paper].source_digest()),
             args=lambda w, paper=_paper: cli_args(paper),
         shell:
             f"python -m iclr26 tabulate --paper {{params.paper}} --scale {SCALE} {{params.args}}"

@@ -345,7 +345,9 @@ def check_override_types(slug: str, scale: str, overrides: Sequence[str], defaul
 
 # not what the numbers depend on: how they are shown, scheduled (resources, cluster) or estimated (estimate)
 PRESENTATION_KEYS = ("table", "claims", "reported", "resources", "deviations", "cluster", "estimate",
-                     "run_methods")  # which methods a scale runs: scheduling, not a number of any job
+                     "run_methods",   # which methods a scale runs: scheduling, not a number of any job
+                     "metric_range", "indicators")   # how claims are judged (core.claims), not a number
+SCHEDULING_KEYS = ("resources", "cluster", "estimate", "shards", "run_methods")
 # what every stage may read: who and where the job is, not how a method works. The seed list is not
 # one of them: a job reads its own block (job.seeds) unless its paper declares that the stage reads
 # the whole list (Paper.seed_list_stages), so adding a seed reruns only the new seed's jobs
@@ -449,6 +451,14 @@ def view_digest(view: dict, paper_code: str) -> str:
     if isinstance(cfg.get("data"), StageConfig):
         cfg["data"] = dict(cfg["data"])
     return config_digest({"config": cfg, "code": paper_code})
+
+
+def tabulate_digest(cfg: dict, paper_code: str) -> str:
+    """The digest of what tabulate's outputs depend on: the whole config less scheduling. Unlike a
+    job's view (view_digest) it keeps the presentation, the claims and their ranges: a changed table
+    title or claim reruns tabulate (and nothing upstream)."""
+    kept = {k: v for k, v in cfg.items() if k not in SCHEDULING_KEYS}
+    return config_digest({"config": kept, "code": paper_code})
 
 
 def results_config(cfg: dict) -> dict:

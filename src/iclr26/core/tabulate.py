@@ -13,7 +13,7 @@ import yaml
 
 from . import faults
 from .claims import check_claims
-from .config import compose_job_config, view_digest
+from .config import compose_job_config, tabulate_digest
 from .io import atomic_path, atomic_write, write_json
 from .job import load_records
 from .paper import core_digest, get_paper
@@ -83,7 +83,7 @@ def tabulate_paper(slug: str, scale: str, overrides, seeds, eval_files, out_dir)
     faults.reached("done")  # tests: a kill with the table written and the rest not
     atomic_write(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
     meta = provenance(stage="tabulate", paper=slug, scale=scale, inputs=[str(p) for p in eval_files],
-                      config_digest=view_digest(cfg, paper.source_digest()),
+                      config_digest=tabulate_digest(cfg, paper.source_digest()),
                       code={"paper": paper.source_digest(), "core": core_digest()})
     write_json(out / "provenance.json", meta)
     return write_json(out / "claims.json", {"paper": slug, "title": paper.title, "scale": scale,
