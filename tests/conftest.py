@@ -278,3 +278,16 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section(f"seconds per paper (budget {PAPER_BUDGET_S:.0f} s; over: {len(over)})")
     for paper, seconds in sorted(_paper_seconds.items(), key=lambda kv: -kv[1]):
         terminalreporter.write_line(f"{seconds:7.1f}  {paper}{'  OVER' if paper in over else ''}")
+
+
+# pytest-xdist runs the suite on two workers (pyproject: -n 2 --dist loadgroup). Tests that share a
+# session fixture or one external resource stay on one worker: the contract and report tests share
+# the 19 smoke runs (smoke_run, made once per worker), the Slurm tests the one local cluster.
+GROUPS = {"test_contract.py": "smoke_runs", "test_report.py": "smoke_runs", "test_slurm.py": "slurm"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = GROUPS.get(item.path.name)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
