@@ -280,6 +280,8 @@ def test_fit_without_its_own_interval_is_a_config_error():
         aggregate([0.5], "fit")
     ok = records.assign(slope_lo=0.4, slope_hi=0.6)
     assert check_claim(spec, ok)["verdict"] == "holds"
+    wide = check_claim(spec, records.assign(slope_lo=0.4, slope_hi=1.6))
+    assert wide["verdict"] == "inconclusive" and wide["seeds_needed"]["text"].startswith("more seeds would not")
 
 
 MARGIN = {**CLAIM, "margin": {"value": 0.5, "why": "half the paper's +1.0"}}

@@ -225,7 +225,11 @@ def _inside_margin(est_tost: Estimate, reference: float, margin: float) -> bool:
 def _seeds_needed(spec: dict, est: Estimate, cfg: dict | None) -> dict | None:
     """How many seeds would decide an inconclusive claim at the observed effect and spread (and, with a
     margin, show no effect), capped at SEEDS_CAP, with the command that reruns the paper on them."""
-    if spec["test"] in GATES or spec["test"] == "fit" or est.n < 2:
+    if spec["test"] == "fit":
+        return {"decide": None, "no_effect": None, "capped": False,
+                "text": "more seeds would not decide it: a fit's interval comes from its own data (more points "
+                        "or samples in the fit narrow it), not from seeds"}
+    if spec["test"] in GATES or est.n < 2:
         return None
     half, gap = (est.hi - est.lo) / 2, abs(est.value - _reference(spec))
     if spec["direction"] == "within":
