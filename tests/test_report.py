@@ -255,6 +255,7 @@ def test_no_effect_is_its_own_outcome_in_the_summary_and_the_list():
                      "deviations"]
     assert 'class="claim v-not-reproduced-no-effect"' in claim_html(no_effect)
     assert "rules out an effect that matters (margin ± 0.5)" in claim_html(no_effect)
+    assert "the 95% interval [0.2, 0.8] lies wholly above 0 (no difference)" in claim_html(_claim())
     assert tally_text(claims) == "1 holds · 1 not reproduced · 1 not reproduced (no effect)"
 
 

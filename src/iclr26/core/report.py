@@ -52,7 +52,7 @@ dl.nums{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.05em .
 dl.nums dt{color:#666} dl.nums dd{margin:0}
 code{font-size:.85em;background:#eef;padding:0 .25em;overflow-wrap:anywhere}
 .seeds{margin:.3em 0} details{margin:.35em 0} summary{cursor:pointer;color:#333}
-details ul{margin:.3em 0} .stale{background:#fff4d6;padding:.4em .6em} small{color:#555}
+details ul{margin:.3em 0;padding-left:1.2em} .stale{background:#fff4d6;padding:.4em .6em} small{color:#555}
 .table-title{font-style:italic;color:#333}
 @media (max-width:600px){body{padding:0 .6em 2em} h1{font-size:1.35em} h2{font-size:1.2em}
  li.claim{padding:.4em .55em}}
@@ -212,16 +212,22 @@ def verdict_reason(c: dict) -> str:
     if c.get("reason"):
         return str(c["reason"])
     lo, hi = _fmt(c["estimate"].get("lo")), _fmt(c["estimate"].get("hi"))
-    interval, line = f"the 95% interval [{lo}, {hi}]", _threshold_text(c)
-    margin = margin_value(c)
-    return {
-        "holds": f"{interval} lies wholly on the claimed side: {line}",
-        "not reproduced": f"{interval} lies wholly on the other side of: {line}",
-        "not reproduced (no effect)": f"{interval} rules out an effect that matters"
-                                      + (f" (margin ± {_fmt(margin)})" if margin else ""),
-        "inconclusive": f"{interval} straddles the line: {line}" if "n/a" not in (lo, hi)
-                        else "no finite interval",
-    }.get(c["verdict"], "")
+    interval = f"the 95% interval [{lo}, {hi}]"
+    if "n/a" in (lo, hi):
+        return "no finite interval"
+    if c["verdict"] == "not reproduced (no effect)":
+        margin = margin_value(c)
+        return f"{interval} rules out an effect that matters" + (f" (margin ± {_fmt(margin)})" if margin else "")
+    if c["direction"] == "within":
+        band = f"{_fmt(reference(c))} ± {_fmt(c.get('tolerance'))}"
+        sides = {"holds": f"lies inside {band}", "not reproduced": f"lies outside {band}",
+                 "inconclusive": f"crosses an edge of {band}"}
+    else:
+        line = "0 (no difference)" if c.get("baseline") is not None else _fmt(reference(c))
+        claimed, other = ("above", "below") if c["direction"] == "higher" else ("below", "above")
+        sides = {"holds": f"lies wholly {claimed} {line}", "not reproduced": f"lies wholly {other} {line}",
+                 "inconclusive": f"straddles {line}"}
+    return f"{interval} {sides[c['verdict']]}" if c["verdict"] in sides else ""
 
 
 def _ours_html(c: dict) -> str:
@@ -247,14 +253,15 @@ def _precondition_text(pre: dict) -> str:
             f"{_fmt(est.get('hi'))}], {pre.get('verdict', '?')}")
 
 
-def _details_items(c: dict) -> list[str]:
+def _details_items(c: dict, why_shown: str) -> list[str]:
     """Everything about the claim beyond its line: the paper's full words, the test, the notes."""
     est, margin = c["estimate"], c.get("margin")
     items = [f"<b>The paper's claim</b>: {html.escape(str(c['claim']))}",
              f"<b>Tested</b>: {html.escape(str(c.get('compared', '')))} {html.escape(_threshold_text(c))}; "
              f"{html.escape(str(c.get('test', '')))}, n={est.get('n', '?')}"
-             + (f"; {html.escape(str(est['how']))}" if est.get("how") else ""),
-             f"<b>Why this verdict</b>: {html.escape(verdict_reason(c))}"]
+             + (f"; {html.escape(str(est['how']))}" if est.get("how") else "")]
+    if verdict_reason(c) != why_shown:   # the line above was cut: here in full
+        items.append(f"<b>Why this verdict</b>: {html.escape(verdict_reason(c))}")
     if margin_value(c):
         why = margin.get("why") if isinstance(margin, dict) else None
         items.append(f"<b>Margin</b> (smallest effect that matters): ± {_fmt(margin_value(c))}"
@@ -277,7 +284,7 @@ def claim_html(c: dict) -> str:
     name = outcome(c)
     label = c["verdict"] if name != "check" else f"check: {c['verdict']}"
     why = short_text(verdict_reason(c), REASON_WORDS, first_sentence=False)
-    details = "".join(f"<li>{item}</li>" for item in _details_items(c))
+    details = "".join(f"<li>{item}</li>" for item in _details_items(c, why))
     return (f'<li class="claim {_verdict_class(name)}">'
             f'<div><span class="verdict">{html.escape(label)}</span>'
             f'<span class="what">{html.escape(short_text(c["claim"], CLAIM_WORDS))}</span></div>'
