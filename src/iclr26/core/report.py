@@ -12,6 +12,7 @@ Markdown is rendered by markdown-it-py; the page has no script and links nothing
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import math
 import re
@@ -60,6 +61,7 @@ details ul{margin:.3em 0;padding-left:1.2em} .stale{background:#fff4d6;padding:.
 
 
 # ----------------------------------------------------------------------------- Markdown (markdown-it-py)
+@functools.lru_cache(maxsize=1)
 def markdown_parser():
     """CommonMark with tables; raw HTML in a config's text is escaped, not passed through."""
     from markdown_it import MarkdownIt
