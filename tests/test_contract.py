@@ -88,6 +88,29 @@ def test_config_composes_and_agrees_with_declaration(slug, scale):
     assert all(stage in cfg["resources"] for stage in ("acquire", "prepare", "train", "evaluate", "tabulate"))
 
 
+@pytest.mark.parametrize("scale", ("tiny", "full"))
+@pytest.mark.parametrize("slug", PAPERS)
+def test_every_improvement_claim_has_a_margin_or_says_why_not(slug, scale):
+    """Issue 27: a counted claim of an effect against a baseline (direction higher or lower) declares the
+    smallest effect that would matter (`margin`, fixed in the config before the arms run: half the paper's
+    reported gain in our units, or the metric's resolution) or says why it has none (`no_margin`): exactly
+    one of the two, so 'not reproduced (no effect)' is never silently unavailable. A fit or a gate cannot
+    show no effect (the contract refuses a margin there)."""
+    from iclr26.core.contract import MARGIN_REFUSED
+
+    cfg = compose_job_config(slug, scale)
+    problems = []
+    for claim in cfg["claims"]:
+        if (claim.get("kind", "claim") != "claim" or claim.get("baseline") is None
+                or claim["direction"] not in ("higher", "lower") or claim["test"] in MARGIN_REFUSED):
+            continue
+        given = [key for key in ("margin", "no_margin") if claim.get(key) is not None]
+        if len(given) != 1:
+            problems.append(f"{claim['id']}: {' and '.join(given) or 'neither margin nor no_margin'}")
+    assert not problems, (f"{slug} ({scale}): each counted higher/lower claim against a baseline needs exactly one "
+                          "of margin: {value, why} or no_margin: <why none>:\n" + "\n".join(problems))
+
+
 @pytest.mark.parametrize("slug", PAPERS)
 def test_paper_contract(slug, tmp_path, monkeypatch, smoke_run):
     paper = all_papers()[slug]

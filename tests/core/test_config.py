@@ -237,6 +237,16 @@ def test_a_margin_is_a_positive_number_with_its_reason(margin, message):
     assert message in _contract_error("step_entropy", edit)
 
 
+def test_no_margin_is_a_reason_and_never_beside_a_margin():
+    def empty(cfg):
+        _claim(cfg, "low_entropy_beats_random_at_0.8")["no_margin"] = " "
+    assert "no_margin' = ' ' is not allowed; allowed: a sentence" in _contract_error("step_entropy", empty)
+
+    def both(cfg):
+        _claim(cfg, "low_entropy_beats_random_at_0.8")["margin"] = {"value": 0.02, "why": "x"}
+    assert "the claim also says it has none (no_margin:" in _contract_error("step_entropy", both)
+
+
 def test_a_margin_on_a_tolerance_claim_is_refused():
     def edit(cfg):
         _claim(cfg, "sft_low_entropy_keeps_accuracy")["margin"] = {"value": 0.02, "why": "x"}

@@ -7,7 +7,7 @@ precondition's) test is valid at the number of seeds the config gives (stats.MIN
 the setup (a baseline, a control, the base model or the data), never the claim's own method; no t test
 reads a 0/1 indicator (`indicators`: the `every_seed` gate says "on every seed"); a tolerance claim's
 metric declares its range (`metric_range`: its headroom is checked); a `margin` is a positive number with
-its reason, on a claim a margin can apply to; every key of the
+its reason, on a claim a margin can apply to (or `no_margin` says why there is none, never both); every key of the
 paper's own sections is one its schema names, with a value of its type and range (core.schema). A
 mistake stops the DAG with one line naming the paper, the key and what is allowed.
 """
@@ -180,7 +180,12 @@ MARGIN_REFUSED = {"fit": "a fit has only its own 95% interval", "every_seed": "a
 
 
 def _check_margin(paper: Paper, claim: dict, where: str) -> None:
-    """`margin: {value: <the smallest effect that would matter, in the metric's units>, why: <its reason>}`."""
+    """`margin: {value: <the smallest effect that would matter, in the metric's units>, why: <its reason>}`,
+    or `no_margin: <why the claim has none>` (e.g. the paper reports no number for the gain); not both."""
+    reason = claim.get("no_margin")
+    if reason is not None and not (isinstance(reason, str) and reason.strip()):
+        raise ConfigError(f"paper {paper.slug}: config key '{where}.no_margin' = {reason!r} is not allowed; allowed: "
+                          "a sentence saying why the claim has no margin")
     margin = claim.get("margin")
     if margin is None:
         return
@@ -194,3 +199,5 @@ def _check_margin(paper: Paper, claim: dict, where: str) -> None:
         raise ConfigError(f"{key}: a tolerance claim already says what difference matters (its tolerance)")
     if claim.get("test") in MARGIN_REFUSED:
         raise ConfigError(f"{key}: test {claim['test']!r} cannot show no effect ({MARGIN_REFUSED[claim['test']]})")
+    if reason is not None:
+        raise ConfigError(f"{key}: the claim also says it has none (no_margin: {reason!r}); give one of the two")
