@@ -78,12 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     stab = sub.add_parser("stability", help="rerun a paper's claims on another seed set (through Snakemake) and "
                                             "print both verdicts and intervals per claim; FLIPS = seed-set luck")
     stab.add_argument("--paper", required=True)
-    stab.add_argument("--scale", default="tiny")
+    stab.add_argument("--scale", default=None, help="default: config/config.yaml's (tiny)")
     stab.add_argument("--seeds", required=True, help="set B, e.g. 100-107 or 100,101,105 (disjoint from set A)")
     stab.add_argument("--against", default=None, help="set A (default: the paper's own seeds at this scale)")
     stab.add_argument("--cores", type=int, default=2, help="Snakemake --cores (default 2)")
     stab.add_argument("--profile", default=None, help="a Snakemake profile, e.g. slurm")
-    stab.add_argument("--override", action="append", default=[], metavar="[SLUG:]KEY=VALUE")
+    stab.add_argument("--override", action="append", default=[], metavar="[SLUG:]KEY=VALUE",
+                      help="default: config/config.yaml's overrides; given ones replace them")
     return parser
 
 

@@ -108,13 +108,19 @@ def test_overlapping_sets_and_bad_seeds_are_refused_in_one_line(capsys):
         assert capsys.readouterr().err.count("\n") == 1
 
 
-def test_a_failed_run_leaves_no_earlier_comparison(workdir):
+def test_a_failed_run_leaves_no_earlier_comparison(workdir, monkeypatch):
+    import iclr26.core.stability as module
+
     out = workdir / "results" / "andor_template" / "stability" / "seeds-5"
     out.mkdir(parents=True)
     for name in ("claims.json", "stability.json", "stability.md"):
         (out / name).write_text("{}")
     (workdir / "results" / "andor_template" / "claims.json").write_text("{}")
-    with pytest.raises(ConfigError):   # stops when set A's config is composed, before any job
+    with pytest.raises(ConfigError, match="no_such_key"):   # stops when set A's config is composed, before any job
         stability("andor_template", "smoke", ["train.no_such_key=1"], [5])
     assert not list(out.iterdir())
     assert (workdir / "results" / "andor_template" / "claims.json").read_text() == "{}"
+    # no scale or override given: config/config.yaml's, as `snakemake all` runs the paper's own set
+    monkeypatch.setattr(module, "workflow_config", lambda: {"scale": "smoke", "overrides": ["train.other_key=1"]})
+    with pytest.raises(ConfigError, match="other_key"):
+        stability("andor_template", None, [], [5])

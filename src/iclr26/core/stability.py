@@ -2,7 +2,8 @@
 
     python -m iclr26 stability --paper P --seeds 100-107 [--scale tiny] [--cores 2]
 
-Set A is the paper's own seeds at that scale (or `--against`), set B the given ones. Each set's
+Set A is the paper's own seeds at that scale (or `--against`), set B the given ones; the scale, the
+paper's methods and the overrides are config/config.yaml's (what `snakemake all` runs) unless given. Each set's
 evaluate jobs run through Snakemake (the jobs of `snakemake all --config 'papers=[P]' 'seeds=[...]'`;
 finished ones are not redone), and each set's claims are checked by `core.claims.check_claims` on its
 records, exactly as tabulate checks them. Per claim it prints both verdicts, both 95% intervals,
@@ -31,6 +32,7 @@ from .errors import ConfigError, PipelineError
 UNDECIDED = (INCONCLUSIVE, UNTESTABLE)
 MAX_SET = 10_000  # seeds in one set (each seed block is a job)
 OUTPUTS = ("claims.json", "stability.json", "stability.md")
+OWN = " (the paper's own)"
 
 
 def parse_seeds(text: str, where: str = "--seeds") -> list[int]:
@@ -189,7 +191,7 @@ def render_markdown(payload: dict) -> str:
 
     meta = payload["provenance"]
     lines = [f"# Stability of the claims of {payload['paper']} ({payload['scale']} scale)", "",
-             f"Set A: {len(a)} seeds ({', '.join(map(str, a))}){' (the paper’s own)' if payload['a_is_own'] else ''}. "
+             f"Set A: {len(a)} seeds ({', '.join(map(str, a))}){OWN if payload['a_is_own'] else ''}. "
              f"Set B: {len(b)} seeds ({', '.join(map(str, b))}). "
              f"Git {meta['git_commit'][:12]}, made {meta['created_utc']}.", "",
              HOW_TO_READ, "", summary_line(rows), "", *table([r for r in rows if r["kind"] != "check"]), ""]
@@ -220,7 +222,16 @@ def workdir_for(paper, scale: str, seeds, own: bool) -> Path:
     return Path("stability") / scale / paper.slug / seed_label(seeds)
 
 
-def run_set(slug: str, scale: str, overrides, seeds, cores: int, profile: str | None):
+def workflow_config() -> dict:
+    """config/config.yaml, validated: the scale, methods and overrides `snakemake all` runs with, so that
+    set A's jobs are the ones the paper's results were made from (nothing of them is redone)."""
+    from .config import read_yaml_file, validate_workflow_config
+    from .paper import all_papers
+
+    return validate_workflow_config(read_yaml_file(REPO_ROOT / "config" / "config.yaml"), all_papers())
+
+
+def run_set(slug: str, scale: str, overrides, methods, seeds, cores: int, profile: str | None):
     """Run one seed set's evaluate jobs (Snakemake redoes only unfinished or changed ones) and check the
     claims on its records. Returns (config, claims, eval files)."""
     import pandas as pd
@@ -234,7 +245,7 @@ def run_set(slug: str, scale: str, overrides, seeds, cores: int, profile: str | 
     own = list(seeds) == list(default_job_config(slug, scale)["seeds"])
     cfg = compose_job_config(slug, scale, tuple(effective_overrides(slug, scale, split_overrides(overrides, slug))),
                              None if own else list(seeds))
-    methods = list(cfg.get("run_methods") or paper.methods)
+    methods = list(methods or cfg.get("run_methods") or paper.methods)
     targets = [run_dir(scale, slug, job["method"], job["seeds"]) / "eval.json"
                for job in workflow_jobs(paper, cfg, methods) if job["stage"] == "evaluate"]
     workdir = workdir_for(paper, scale, seeds, own)
@@ -254,9 +265,11 @@ def run_set(slug: str, scale: str, overrides, seeds, cores: int, profile: str | 
     return cfg, check_claims(cfg.get("claims") or [], records), evals
 
 
-def stability(slug: str, scale: str, overrides, seeds_b, seeds_a=None, cores: int = 2,
+def stability(slug: str, scale: str | None, overrides, seeds_b, seeds_a=None, cores: int = 2,
               profile: str | None = None, results: str = "results") -> Path:
-    """Both sets' claims side by side: printed, and written beside set B's claims. Returns the JSON path."""
+    """Both sets' claims side by side: printed, and written beside set B's claims. Returns the JSON path.
+    `scale` None and `overrides` empty: config/config.yaml's (overrides given replace its list, as
+    `snakemake --config overrides=[...]` does)."""
     from .config import default_job_config, view_digest
     from .io import atomic_write, write_json
     from .paper import core_digest, get_paper
@@ -265,6 +278,9 @@ def stability(slug: str, scale: str, overrides, seeds_b, seeds_a=None, cores: in
     if cores < 1:
         raise ConfigError(f"--cores {cores}: at least 1")
     paper = get_paper(slug)
+    workflow = workflow_config()
+    scale, overrides = scale or workflow["scale"], list(overrides) or list(workflow["overrides"])
+    methods = (workflow.get("methods") or {}).get(slug)
     own = default_job_config(slug, scale)["seeds"]
     seeds_a = list(seeds_a or own)
     shared = sorted(set(seeds_a) & set(seeds_b))
@@ -277,11 +293,11 @@ def stability(slug: str, scale: str, overrides, seeds_b, seeds_a=None, cores: in
     for old in OUTPUTS:   # a failed run must leave no earlier comparison that looks like this one
         (out / old).unlink(missing_ok=True)
 
-    cfg_a, claims_a, evals_a = run_set(slug, scale, overrides, seeds_a, cores, profile)
-    cfg_b, claims_b, evals_b = run_set(slug, scale, overrides, seeds_b, cores, profile)
+    cfg_a, claims_a, evals_a = run_set(slug, scale, overrides, methods, seeds_a, cores, profile)
+    cfg_b, claims_b, evals_b = run_set(slug, scale, overrides, methods, seeds_b, cores, profile)
     rows = compare_claims(claims_a, claims_b)
     meta = provenance(stage="stability", paper=slug, scale=scale, inputs=[str(p) for p in [*evals_a, *evals_b]],
-                      overrides=list(overrides),
+                      overrides=list(overrides), methods=methods,
                       config_digest={"a": view_digest(cfg_a, paper.source_digest()),
                                      "b": view_digest(cfg_b, paper.source_digest())},
                       code={"paper": paper.source_digest(), "core": core_digest()})
@@ -292,8 +308,9 @@ def stability(slug: str, scale: str, overrides, seeds_b, seeds_a=None, cores: in
                "provenance": meta}
     atomic_write(out / "stability.md", render_markdown(payload))
     path = write_json(out / "stability.json", payload)
-    print(f"{slug} ({scale} scale): set A = {seed_label(seeds_a)}{' (the paper’s own)' if a_is_own else ''}, "
-          f"set B = {seed_label(seeds_b)}\n")
+    told = f"; overrides {' '.join(overrides)}" if overrides else ""
+    print(f"{slug} ({scale} scale): set A = {seed_label(seeds_a)}{OWN if a_is_own else ''}, "
+          f"set B = {seed_label(seeds_b)}{told}\n")
     print(render_text(rows, seed_label(seeds_a)[len("seeds-"):], seed_label(seeds_b)[len("seeds-"):]))
     print(f"\nwrote {out / 'stability.md'}, stability.json and set B's claims.json")
     return path
