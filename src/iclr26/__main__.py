@@ -11,6 +11,7 @@
     python -m iclr26 config   --paper P --scale tiny        # print the resolved job config
     python -m iclr26 run      --paper P --scale tiny        # every stage of one paper here, no Snakemake
     python -m iclr26 preflight --scale full [--papers P ...]  # check every full-scale job before it runs
+    python -m iclr26 stability --paper P --seeds 100-107   # the claims on another seed set, beside the own
 
 Any `--override key=value` is a Hydra override of the job config. Errors print one line.
 """
@@ -74,6 +75,16 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--papers", nargs="+", default=None, help="default: every implemented paper")
     pre.add_argument("--override", action="append", default=[], metavar="[SLUG:]KEY=VALUE")
     pre.add_argument("--seed-list", default=None, help="comma-separated seeds replacing the papers' own")
+    stab = sub.add_parser("stability", help="rerun a paper's claims on another seed set (through Snakemake) and "
+                                            "print both verdicts and intervals per claim; FLIPS = seed-set luck")
+    stab.add_argument("--paper", required=True)
+    stab.add_argument("--scale", default=None, help="default: config/config.yaml's (tiny)")
+    stab.add_argument("--seeds", required=True, help="set B, e.g. 100-107 or 100,101,105 (disjoint from set A)")
+    stab.add_argument("--against", default=None, help="set A (default: the paper's own seeds at this scale)")
+    stab.add_argument("--cores", type=int, default=2, help="Snakemake --cores (default 2)")
+    stab.add_argument("--profile", default=None, help="a Snakemake profile, e.g. slurm")
+    stab.add_argument("--override", action="append", default=[], metavar="[SLUG:]KEY=VALUE",
+                      help="default: config/config.yaml's overrides; given ones replace them")
     return parser
 
 
@@ -109,6 +120,11 @@ def main(argv=None) -> int:
 
             evals = run_paper(args.paper, args.scale, args.override, seeds)
             tabulate_paper(args.paper, args.scale, args.override, seeds, evals, f"results/{args.paper}")
+        elif args.command == "stability":
+            from iclr26.core.stability import parse_seeds, stability
+
+            stability(args.paper, args.scale, args.override, parse_seeds(args.seeds),
+                      parse_seeds(args.against, "--against") if args.against else None, args.cores, args.profile)
         elif args.command == "preflight":
             from iclr26.core.preflight import run as preflight
 
