@@ -83,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     stab.add_argument("--against", default=None, help="set A (default: the paper's own seeds at this scale)")
     stab.add_argument("--cores", type=int, default=2, help="Snakemake --cores (default 2)")
     stab.add_argument("--profile", default=None, help="a Snakemake profile, e.g. slurm")
+    stab.add_argument("-n", "--dry-run", action="store_true", help="list both sets' jobs; run and write nothing")
     stab.add_argument("--override", action="append", default=[], metavar="[SLUG:]KEY=VALUE",
                       help="default: config/config.yaml's overrides; given ones replace them")
     return parser
@@ -124,7 +125,8 @@ def main(argv=None) -> int:
             from iclr26.core.stability import parse_seeds, stability
 
             stability(args.paper, args.scale, args.override, parse_seeds(args.seeds),
-                      parse_seeds(args.against, "--against") if args.against else None, args.cores, args.profile)
+                      parse_seeds(args.against, "--against") if args.against else None, args.cores, args.profile,
+                      dry_run=args.dry_run)
         elif args.command == "preflight":
             from iclr26.core.preflight import run as preflight
 

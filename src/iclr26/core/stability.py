@@ -231,9 +231,10 @@ def workflow_config() -> dict:
     return validate_workflow_config(read_yaml_file(REPO_ROOT / "config" / "config.yaml"), all_papers())
 
 
-def run_set(slug: str, scale: str, overrides, methods, seeds, cores: int, profile: str | None):
+def run_set(slug: str, scale: str, overrides, methods, seeds, cores: int, profile: str | None, dry_run: bool = False):
     """Run one seed set's evaluate jobs (Snakemake redoes only unfinished or changed ones) and check the
-    claims on its records. Returns (config, claims, eval files)."""
+    claims on its records. Returns (config, claims, eval files); with `dry_run`, Snakemake only lists the
+    jobs (-n) and None is returned."""
     import pandas as pd
 
     from .claims import check_claims
@@ -254,7 +255,9 @@ def run_set(slug: str, scale: str, overrides, methods, seeds, cores: int, profil
           file=sys.stderr, flush=True)
     command = snakemake_command(workdir, scale, slug, None if own else list(seeds), overrides, methods, targets,
                                 cores, profile)
-    done = subprocess.run(command, stdout=sys.stderr)
+    done = subprocess.run([*command[:3], "-n", *command[3:]] if dry_run else command, stdout=sys.stderr)
+    if dry_run and not done.returncode:
+        return None
     if done.returncode:
         raise PipelineError(f"snakemake stopped (exit {done.returncode}) on the jobs of {slug} {seed_label(seeds)}; "
                             "its messages are above; the same command resumes it")
@@ -262,14 +265,14 @@ def run_set(slug: str, scale: str, overrides, methods, seeds, cores: int, profil
     records = pd.DataFrame(load_records(evals, cfg))
     if records.empty:
         raise PipelineError(f"paper {slug}: the evaluate jobs of {seed_label(seeds)} produced no records")
-    return cfg, check_claims(cfg.get("claims") or [], records), evals
+    return cfg, check_claims(cfg.get("claims") or [], records, cfg), evals
 
 
 def stability(slug: str, scale: str | None, overrides, seeds_b, seeds_a=None, cores: int = 2,
-              profile: str | None = None, results: str = "results") -> Path:
+              profile: str | None = None, results: str = "results", dry_run: bool = False) -> Path | None:
     """Both sets' claims side by side: printed, and written beside set B's claims. Returns the JSON path.
     `scale` None and `overrides` empty: config/config.yaml's (overrides given replace its list, as
-    `snakemake --config overrides=[...]` does)."""
+    `snakemake --config overrides=[...]` does). `dry_run`: list both sets' jobs, run and write nothing."""
     from .config import default_job_config, view_digest
     from .io import atomic_write, write_json
     from .paper import core_digest, get_paper
@@ -290,6 +293,10 @@ def stability(slug: str, scale: str | None, overrides, seeds_b, seeds_a=None, co
     a_is_own = seeds_a == list(own)
     name = seed_label(seeds_b) + ("" if a_is_own else f"-vs-{seed_label(seeds_a)[len('seeds-'):]}")
     out = Path(results) / slug / "stability" / name
+    if dry_run:
+        for seeds in (seeds_a, seeds_b):
+            run_set(slug, scale, overrides, methods, seeds, cores, profile, dry_run=True)
+        return None
     for old in OUTPUTS:   # a failed run must leave no earlier comparison that looks like this one
         (out / old).unlink(missing_ok=True)
 
